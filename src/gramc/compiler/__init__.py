@@ -1,0 +1,1 @@
+"""The compiler: frontends lower source text to the shared IR; passes and automata follow."""

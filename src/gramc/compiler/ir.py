@@ -1,0 +1,433 @@
+"""The shared IR: named rules whose bodies are expression trees over byte-level leaves.
+
+Every frontend (regex, GBNF, Lark, EBNF, JSON Schema) lowers into this IR, and every
+backend (NFA, DFA, PDA) starts from it. Nodes are immutable and hash-consed: building the
+same node twice gives the same object, so equality and hashing are cheap and shared
+sub-expressions are stored once.
+
+Leaves are byte classes (:class:`Bytes`, a 256-bit set), :class:`Empty`, :class:`Nothing`,
+rule references (:class:`Ref`) and special-token terminals (:class:`Token`, matched by token
+id, never by bytes). Unicode is lowered to UTF-8 byte sequences before it reaches the IR.
+
+Build nodes with the smart constructors (:func:`seq`, :func:`alt`, :func:`repeat`,
+:func:`byte_class`, :func:`literal`), which flatten and simplify as they go:
+
+>>> print(seq(literal(b"ab"), optional(byte_class(b"0123456789")), repeat(literal(b"c"), 1, None)))
+"ab" [0-9]? "c"+
+>>> alt(literal(b"x"), NOTHING) is literal(b"x")
+True
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Iterable, Mapping
+from typing import Any, ClassVar
+
+ALL_BYTES = (1 << 256) - 1
+_INTERN: "weakref.WeakValueDictionary[tuple, Expr]" = weakref.WeakValueDictionary()
+
+
+class Expr:
+    """Base of all IR nodes: immutable, interned, with a cached structural hash."""
+
+    __slots__ = ("_key", "_hash", "__weakref__")
+    _fields: ClassVar[tuple[str, ...]] = ()
+
+    def __new__(cls, *args: Any) -> "Expr":
+        key = (cls, *args)
+        node = _INTERN.get(key)
+        if node is None:
+            node = object.__new__(cls)
+            object.__setattr__(node, "_key", key)
+            object.__setattr__(node, "_hash", hash(key))
+            _INTERN[key] = node
+        return node
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        for i, name in enumerate(cls.__dict__.get("_fields", ())):
+            setattr(cls, name, property(lambda self, i=i + 1: self._key[i]))
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"{type(self).__name__} is immutable")
+
+    def __eq__(self, other: object) -> bool:
+        return self is other or (isinstance(other, Expr) and self._key == other._key)
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __reduce__(self):
+        return (type(self), self._key[1:])
+
+    def __repr__(self) -> str:
+        args = ", ".join(repr(a) for a in self._key[1:])
+        return f"{type(self).__name__}({args})"
+
+    def __str__(self) -> str:
+        return format_expr(self)
+
+    def children(self) -> tuple["Expr", ...]:
+        """The direct sub-expressions."""
+        return ()
+
+
+class Bytes(Expr):
+    """One byte from a set, given as a 256-bit mask (bit b set = byte b allowed)."""
+
+    __slots__ = ()
+    _fields = ("mask",)
+    mask: int
+
+    def __new__(cls, mask: int) -> "Bytes":
+        if not 0 < mask <= ALL_BYTES:
+            raise ValueError("a Bytes mask must be a non-empty subset of 0..255")
+        return super().__new__(cls, mask)
+
+    def byte_values(self) -> list[int]:
+        """The bytes in the class, ascending."""
+        m, out = self.mask, []
+        while m:
+            low = m & -m
+            out.append(low.bit_length() - 1)
+            m ^= low
+        return out
+
+
+class Seq(Expr):
+    """The concatenation of two or more expressions."""
+
+    __slots__ = ()
+    _fields = ("items",)
+    items: tuple[Expr, ...]
+
+    def children(self) -> tuple[Expr, ...]:
+        return self.items
+
+
+class Alt(Expr):
+    """A choice between two or more expressions (order is kept for stable printing)."""
+
+    __slots__ = ()
+    _fields = ("items",)
+    items: tuple[Expr, ...]
+
+    def children(self) -> tuple[Expr, ...]:
+        return self.items
+
+
+class Repeat(Expr):
+    """``item`` repeated between ``min`` and ``max`` times (``max=None``: unbounded)."""
+
+    __slots__ = ()
+    _fields = ("item", "min", "max")
+    item: Expr
+    min: int
+    max: int | None
+
+    def children(self) -> tuple[Expr, ...]:
+        return (self.item,)
+
+
+class Ref(Expr):
+    """A reference to the rule ``name`` (a nonterminal)."""
+
+    __slots__ = ()
+    _fields = ("name",)
+    name: str
+
+
+class Token(Expr):
+    """A special-token terminal, matched by token id (never by bytes)."""
+
+    __slots__ = ()
+    _fields = ("id",)
+    id: int
+
+
+class _Empty(Expr):
+    """The empty string."""
+
+    __slots__ = ()
+
+
+class _Nothing(Expr):
+    """The empty language (matches nothing)."""
+
+    __slots__ = ()
+
+
+EMPTY: Expr = _Empty()
+NOTHING: Expr = _Nothing()
+
+
+# ---------------------------------------------------------------- smart constructors
+
+
+def byte_class(values: Iterable[int] | bytes) -> Expr:
+    """A class of the given byte values (:data:`NOTHING` when empty)."""
+    mask = 0
+    for b in values:
+        mask |= 1 << b
+    return Bytes(mask) if mask else NOTHING
+
+
+def byte_range(lo: int, hi: int) -> Expr:
+    """The class of bytes ``lo..hi`` inclusive."""
+    if lo > hi:
+        return NOTHING
+    return Bytes(((1 << (hi + 1)) - 1) ^ ((1 << lo) - 1))
+
+
+def any_byte() -> Expr:
+    """Any single byte."""
+    return Bytes(ALL_BYTES)
+
+
+def literal(data: bytes) -> Expr:
+    """The exact byte string ``data``."""
+    return seq(*(Bytes(1 << b) for b in data))
+
+
+def text(s: str) -> Expr:
+    """The UTF-8 encoding of ``s``."""
+    return literal(s.encode("utf-8"))
+
+
+def seq(*items: Expr) -> Expr:
+    """Concatenation, flattened; :data:`EMPTY` is dropped, :data:`NOTHING` absorbs."""
+    flat: list[Expr] = []
+    for item in items:
+        if item is NOTHING:
+            return NOTHING
+        if isinstance(item, Seq):
+            flat.extend(item.items)
+        elif item is not EMPTY:
+            flat.append(item)
+    if not flat:
+        return EMPTY
+    return flat[0] if len(flat) == 1 else Seq(tuple(flat))
+
+
+def alt(*items: Expr) -> Expr:
+    """Choice, flattened and de-duplicated; :data:`NOTHING` is dropped.
+
+    Single-byte alternatives are merged into one byte class (kept at the position of the
+    first of them), so ``a|b|c`` becomes ``[a-c]``.
+    """
+    flat: list[Expr] = []
+    seen: set[Expr] = set()
+    class_at, class_mask = -1, 0
+    for item in _flatten_alt(items):
+        if isinstance(item, Bytes):
+            if class_at < 0:
+                class_at = len(flat)
+                flat.append(item)
+            class_mask |= item.mask
+        elif item not in seen:
+            seen.add(item)
+            flat.append(item)
+    if class_at >= 0:
+        flat[class_at] = Bytes(class_mask)
+    if not flat:
+        return NOTHING
+    return flat[0] if len(flat) == 1 else Alt(tuple(flat))
+
+
+def _flatten_alt(items: Iterable[Expr]) -> Iterable[Expr]:
+    for item in items:
+        if isinstance(item, Alt):
+            yield from item.items
+        elif item is not NOTHING:
+            yield item
+
+
+def repeat(item: Expr, min: int, max: int | None) -> Expr:
+    """``item{min,max}`` (``max=None`` for no upper bound), simplified where trivial."""
+    if min < 0 or (max is not None and max < min):
+        raise ValueError(f"bad repetition bounds {{{min},{max}}}")
+    if max == 0 or item is EMPTY:
+        return EMPTY
+    if item is NOTHING:
+        return EMPTY if min == 0 else NOTHING
+    if min == 1 and max == 1:
+        return item
+    return Repeat(item, min, max)
+
+
+def optional(item: Expr) -> Expr:
+    """``item?``."""
+    return repeat(item, 0, 1)
+
+
+# ---------------------------------------------------------------- grammars
+
+
+class Grammar:
+    """A set of named rules and a start rule.
+
+    Rules keep their insertion order, which the printer follows (start rule first).
+    """
+
+    __slots__ = ("rules", "start")
+
+    def __init__(self, rules: Mapping[str, Expr], start: str):
+        if start not in rules:
+            raise ValueError(f"start rule {start!r} is not defined")
+        self.rules: dict[str, Expr] = dict(rules)
+        self.start = start
+
+    @classmethod
+    def single(cls, expr: Expr, name: str = "root") -> "Grammar":
+        """A grammar with one rule."""
+        return cls({name: expr}, name)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Grammar) and (self.start, self.rules) == (other.start, other.rules)
+
+    def __hash__(self) -> int:
+        return hash((self.start, tuple(self.rules.items())))
+
+    def __str__(self) -> str:
+        return format_grammar(self)
+
+    def __repr__(self) -> str:
+        return f"Grammar(start={self.start!r}, rules={len(self.rules)})"
+
+    def refs(self, name: str) -> set[str]:
+        """The rule names referenced by rule ``name``."""
+        return {n.name for n in walk(self.rules[name]) if isinstance(n, Ref)}
+
+    def is_recursive(self) -> bool:
+        """True when some rule reachable from the start can reach itself."""
+        state: dict[str, int] = {}  # 1 = on the DFS stack, 2 = done
+
+        def visit(name: str) -> bool:
+            state[name] = 1
+            for ref in self.refs(name):
+                if ref in self.rules and (state.get(ref) == 1 or (ref not in state and visit(ref))):
+                    return True
+            state[name] = 2
+            return False
+
+        return visit(self.start)
+
+
+def walk(expr: Expr) -> Iterable[Expr]:
+    """Every node of ``expr`` once (pre-order, shared sub-trees visited once)."""
+    seen: set[int] = set()
+    stack = [expr]
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        yield node
+        stack.extend(reversed(node.children()))
+
+
+# ---------------------------------------------------------------- printer
+
+_PREC_ALT, _PREC_SEQ, _PREC_POSTFIX = 0, 1, 2
+_CLASS_SPECIAL = frozenset(b"]\\^-")
+
+
+def _byte_text(b: int, special: frozenset[int]) -> str:
+    if b in special:
+        return "\\" + chr(b)
+    if b == 0x0A:
+        return "\\n"
+    if b == 0x09:
+        return "\\t"
+    if b == 0x0D:
+        return "\\r"
+    if 0x20 <= b < 0x7F:
+        return chr(b)
+    return f"\\x{b:02x}"
+
+
+def _format_class(mask: int) -> str:
+    negate = bin(mask).count("1") > 128
+    if negate:
+        mask ^= ALL_BYTES
+    values = Bytes(mask).byte_values() if mask else []
+    parts: list[str] = []
+    i = 0
+    while i < len(values):
+        j = i
+        while j + 1 < len(values) and values[j + 1] == values[j] + 1:
+            j += 1
+        lo, hi = values[i], values[j]
+        if hi - lo >= 2:
+            parts.append(f"{_byte_text(lo, _CLASS_SPECIAL)}-{_byte_text(hi, _CLASS_SPECIAL)}")
+        else:
+            parts.extend(_byte_text(v, _CLASS_SPECIAL) for v in range(lo, hi + 1))
+        i = j + 1
+    return "[" + ("^" if negate else "") + "".join(parts) + "]"
+
+
+def _is_single_byte(e: Expr) -> bool:
+    return isinstance(e, Bytes) and e.mask & (e.mask - 1) == 0
+
+
+def _quote(run: list[Expr]) -> str:
+    special = frozenset(b'"\\')
+    return '"' + "".join(_byte_text(e.mask.bit_length() - 1, special) for e in run) + '"'
+
+
+def format_expr(e: Expr, prec: int = _PREC_ALT) -> str:
+    """The stable text form of an expression (used by tests and ``gramc inspect --ir``)."""
+    if e is EMPTY:
+        return '""'
+    if e is NOTHING:
+        return "[]"
+    if isinstance(e, Bytes):
+        return _quote([e]) if _is_single_byte(e) else _format_class(e.mask)
+    if isinstance(e, Ref):
+        return e.name
+    if isinstance(e, Token):
+        return f"<[{e.id}]>"
+    if isinstance(e, Repeat):
+        return format_expr(e.item, _PREC_POSTFIX) + _repeat_suffix(e.min, e.max)
+    if isinstance(e, Seq):
+        out = " ".join(_seq_parts(e.items))
+        return f"({out})" if prec > _PREC_SEQ else out
+    if isinstance(e, Alt):
+        out = " | ".join(format_expr(i, _PREC_SEQ) for i in e.items)
+        return f"({out})" if prec > _PREC_ALT else out
+    raise TypeError(f"not an IR node: {e!r}")
+
+
+def _seq_parts(items: tuple[Expr, ...]) -> list[str]:
+    parts: list[str] = []
+    run: list[Expr] = []
+    for item in items:
+        if _is_single_byte(item):
+            run.append(item)
+            continue
+        if run:
+            parts.append(_quote(run))
+            run = []
+        parts.append(format_expr(item, _PREC_POSTFIX))
+    if run:
+        parts.append(_quote(run))
+    return parts
+
+
+def _repeat_suffix(lo: int, hi: int | None) -> str:
+    if (lo, hi) == (0, None):
+        return "*"
+    if (lo, hi) == (1, None):
+        return "+"
+    if (lo, hi) == (0, 1):
+        return "?"
+    if hi is None:
+        return f"{{{lo},}}"
+    return f"{{{lo}}}" if lo == hi else f"{{{lo},{hi}}}"
+
+
+def format_grammar(g: Grammar) -> str:
+    """The stable text form of a grammar: ``name ::= expr`` lines, start rule first."""
+    names = [g.start] + [n for n in g.rules if n != g.start]
+    return "\n".join(f"{n} ::= {format_expr(g.rules[n])}" for n in names) + "\n"

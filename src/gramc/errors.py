@@ -1,0 +1,132 @@
+"""The one error hierarchy of gramc.
+
+Every error gramc raises on bad input is a :class:`GramcError`. Invalid input and
+unsupported input are different classes, so callers can tell "you wrote it wrong" from
+"gramc cannot do that (yet)". Positions are attributes, not only text in the message.
+
+    GramcError (ValueError)
+    ├── GrammarSyntaxError        malformed regex / grammar text (has a Span)
+    ├── UnsupportedFeatureError   well-formed but not supported (has a Span)
+    ├── SchemaError               bad JSON Schema (has a JSON pointer)
+    ├── LimitExceededError        a resource limit was hit (names the limit)
+    ├── VocabularyError           bad vocabulary, or artifact/vocabulary mismatch
+    ├── ArtifactFormatError       corrupt, truncated or hostile .gmask data
+    │   └── ArtifactVersionError  a .gmask from an unsupported format version
+    └── BackendUnavailableError   an optional backend (CUDA, an integration) is missing
+
+The CLI maps these classes to exit codes (see :data:`EXIT_CODES`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+class GramcError(ValueError):
+    """Base class of every error gramc raises on bad input."""
+
+
+@dataclass(frozen=True, slots=True)
+class Span:
+    """A position in a source text: 0-based character offset, 1-based line and column."""
+
+    offset: int
+    line: int
+    col: int
+    source_name: str = "<input>"
+
+    @classmethod
+    def at(cls, text: str, offset: int, source_name: str = "<input>") -> "Span":
+        """The span of character ``offset`` in ``text``."""
+        offset = max(0, min(offset, len(text)))
+        line = text.count("\n", 0, offset) + 1
+        col = offset - (text.rfind("\n", 0, offset) + 1) + 1
+        return cls(offset, line, col, source_name)
+
+    def __str__(self) -> str:
+        return f"{self.source_name}:{self.line}:{self.col}"
+
+
+class _SourceError(GramcError):
+    """An error at a position of a source text."""
+
+    def __init__(self, reason: str, span: Span | None = None):
+        self.reason = reason
+        self.span = span
+        super().__init__(f"{span}: {reason}" if span else reason)
+
+    def render(self, text: str) -> str:
+        """The message with the offending source line and a caret under the position."""
+        if self.span is None:
+            return str(self)
+        lines = text.splitlines() or [""]
+        line = lines[min(self.span.line, len(lines)) - 1]
+        return f"{self}\n  {line}\n  {' ' * (self.span.col - 1)}^"
+
+
+class GrammarSyntaxError(_SourceError):
+    """The source text is malformed (a regex or grammar that does not parse)."""
+
+
+class UnsupportedFeatureError(_SourceError):
+    """The source is well-formed but uses a feature gramc does not support."""
+
+    def __init__(self, feature: str, span: Span | None = None, reason: str | None = None):
+        self.feature = feature
+        super().__init__(reason or f"unsupported: {feature}", span)
+
+
+class SchemaError(GramcError):
+    """A JSON Schema that is invalid or cannot be compiled; ``pointer`` locates it."""
+
+    def __init__(self, reason: str, pointer: str = ""):
+        self.reason = reason
+        self.pointer = pointer
+        super().__init__(f"{pointer or '#'}: {reason}")
+
+
+class LimitExceededError(GramcError):
+    """A resource limit (see :class:`gramc.limits.Limits`) was exceeded."""
+
+    def __init__(self, limit: str, value: int | float, maximum: int | float, hint: str = ""):
+        self.limit = limit
+        self.value = value
+        self.maximum = maximum
+        msg = f"limit {limit} exceeded: {value} > {maximum}"
+        super().__init__(f"{msg} ({hint})" if hint else msg)
+
+
+class VocabularyError(GramcError):
+    """A vocabulary that cannot be loaded, or that does not match an artifact."""
+
+
+class ArtifactFormatError(GramcError):
+    """A .gmask file that is corrupt, truncated, hostile or otherwise unreadable."""
+
+
+class ArtifactVersionError(ArtifactFormatError):
+    """A .gmask file written by an unsupported format version."""
+
+    def __init__(self, found: tuple[int, int], supported: str):
+        self.found = found
+        self.supported = supported
+        super().__init__(
+            f"unsupported .gmask format version {found[0]}.{found[1]} (this gramc reads {supported})"
+        )
+
+
+class BackendUnavailableError(GramcError, RuntimeError):
+    """An optional backend (CUDA, an integration) is not installed or has no device."""
+
+
+#: Exit status of the ``gramc`` CLI for each error class (most specific first).
+EXIT_CODES: tuple[tuple[type[GramcError], int], ...] = (
+    (GrammarSyntaxError, 3),
+    (UnsupportedFeatureError, 3),
+    (SchemaError, 3),
+    (LimitExceededError, 4),
+    (ArtifactFormatError, 5),
+    (VocabularyError, 6),
+    (BackendUnavailableError, 7),
+    (GramcError, 1),
+)
