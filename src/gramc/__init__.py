@@ -1,3 +1,38 @@
-"""gramc: a grammar compiler for constrained decoding."""
+"""gramc: a grammar compiler for constrained decoding.
+
+``gramc.compile(source, vocab=...)`` builds an artifact in memory; ``gramc.load(path)``
+reads a ``.gmask`` file; ``artifact.matcher()`` gives the per-sequence matcher whose
+``mask()`` says which token ids may come next. Importing gramc loads only the runtime:
+the compiler (and lark, jsonschema) are imported on the first ``gramc.compile`` call.
+"""
 
 __version__ = "0.1.0"
+
+from gramc.errors import (
+    ArtifactFormatError,
+    ArtifactVersionError,
+    BackendUnavailableError,
+    GramcError,
+    GrammarSyntaxError,
+    LimitExceededError,
+    SchemaError,
+    UnsupportedFeatureError,
+    VocabularyError,
+)
+from gramc.runtime import Artifact, Matcher, from_bytes, load
+from gramc.vocab import Vocab, load_vocab
+
+
+def compile(source, format="regex", vocab=None, **kwargs):
+    """Compile ``source`` to an :class:`Artifact` (see :func:`gramc.api.compile`)."""
+    from gramc.api import compile as _compile
+
+    return _compile(source, format, vocab, **kwargs)
+
+
+__all__ = [
+    "compile", "load", "from_bytes", "Artifact", "Matcher", "Vocab", "load_vocab",
+    "GramcError", "GrammarSyntaxError", "UnsupportedFeatureError", "SchemaError",
+    "LimitExceededError", "VocabularyError", "ArtifactFormatError", "ArtifactVersionError",
+    "BackendUnavailableError",
+]

@@ -1,1 +1,6 @@
-"""gramc.runtime."""
+"""The runtime: load artifacts and drive matchers. Never imports the compiler."""
+
+from gramc.runtime.artifact import Artifact, from_bytes, load
+from gramc.runtime.matcher import Matcher
+
+__all__ = ["Artifact", "Matcher", "load", "from_bytes"]

@@ -1,0 +1,82 @@
+"""``gramc.compile``: source text to a ready artifact, in memory, with an optional cache.
+
+This is the glue between the compiler and the runtime; the runtime itself never imports
+the compiler.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+
+from gramc import __version__
+from gramc.compiler.pipeline import CompileOptions, compile_source
+from gramc.limits import DEFAULT_LIMITS, Limits
+from gramc.runtime.artifact import ARTIFACT_VERSION, Artifact, load
+from gramc.vocab import Vocab, load_vocab
+
+
+def compile(
+    source: str,
+    format: str = "regex",
+    vocab: Vocab | str | None = None,
+    *,
+    lazy: bool = False,
+    cache_dir: str | os.PathLike | None = None,
+    options: CompileOptions | None = None,
+    limits: Limits = DEFAULT_LIMITS,
+) -> Artifact:
+    """Compile ``source`` into an artifact bound to ``vocab`` (unbound when None).
+
+    Args:
+        source: the regex (or, later, grammar / schema) text.
+        format: the source language (``"regex"``).
+        vocab: a :class:`~gramc.vocab.Vocab`, a bundled name such as ``"gpt2"``, a tokenizer
+            file path, or None for an unbound artifact (bind later with ``.bind(vocab)``).
+        lazy: bind each automaton state on first use instead of all up front: compiles in
+            milliseconds, gives identical masks.
+        cache_dir: a directory of content-addressed ``.gmask`` files; an eager compile whose
+            key (source, format, options, vocabulary fingerprint, compiler version) is there
+            is loaded instead of rebuilt, and a fresh one is stored.
+        options: language-changing options (see :class:`CompileOptions`).
+        limits: resource limits (see :class:`gramc.limits.Limits`).
+
+    >>> import gramc
+    >>> m = gramc.compile(r"[0-9]{3}", vocab=gramc.Vocab.from_list([b"1", b"23", b"x"])).matcher()
+    >>> m.allowed_tokens().tolist()
+    [0, 1]
+    """
+    options = options or CompileOptions()
+    vocab_obj = load_vocab(vocab) if vocab is not None else None
+    cached = _cache_path(cache_dir, source, format, options, vocab_obj) if cache_dir and not lazy else None
+    if cached is not None and cached.exists():
+        return load(cached, vocab_obj)
+    compiled = compile_source(source, format, options, limits)
+    if vocab_obj is None:
+        artifact = Artifact(compiled.dfa, compiled.meta)
+    else:
+        artifact = Artifact.bound(compiled.dfa, compiled.meta, vocab_obj, lazy=lazy)
+    if cached is not None:
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        artifact.save(cached)
+    return artifact
+
+
+def cache_key(source: str, format: str, options: CompileOptions, vocab: Vocab | None) -> str:
+    """The content address of a compile: everything that can change the artifact's bytes."""
+    key = {
+        "source": hashlib.sha256(source.encode("utf-8")).hexdigest(),
+        "format": format,
+        "options": options.to_meta(),
+        "vocab": vocab.fingerprint if vocab is not None else None,
+        "compiler": __version__,
+        "artifact": ARTIFACT_VERSION,
+    }
+    return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()
+
+
+def _cache_path(cache_dir, source, format, options, vocab) -> Path:
+    key = cache_key(source, format, options, vocab)
+    return Path(cache_dir) / key[:2] / f"{key}.gmask"

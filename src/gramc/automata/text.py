@@ -1,0 +1,41 @@
+"""Readable text forms of automata (``gramc inspect --dfa``, golden ``dfa.txt`` files)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from gramc.automata.tables import DEAD, DFATable
+
+
+def _byte(b: int) -> str:
+    if 0x21 <= b < 0x7F and b not in b"\\-[]":
+        return chr(b)
+    return f"\\x{b:02x}"
+
+
+def describe_bytes(values: list[int]) -> str:
+    """A compact byte-class text such as ``[0-9a-f]`` or ``'x'`` ('' for no bytes)."""
+    if not values:
+        return ""
+    if len(values) == 1:
+        return repr(bytes(values))[1:]
+    parts, i = [], 0
+    while i < len(values):
+        j = i
+        while j + 1 < len(values) and values[j + 1] == values[j] + 1:
+            j += 1
+        parts.append(_byte(values[i]) if i == j else f"{_byte(values[i])}-{_byte(values[j])}")
+        i = j + 1
+    return "[" + "".join(parts) + "]"
+
+
+def format_dfa(dfa: DFATable) -> str:
+    """One line per live state: ``state [accept]: class -> target, ...`` (stable)."""
+    nbc = dfa.n_byte_classes
+    classes = [describe_bytes(np.flatnonzero(dfa.byte_class == c).tolist()) for c in range(nbc)]
+    lines = [f"start {dfa.start}; {dfa.n_states} states (0 is dead); {nbc} byte classes"]
+    for s in range(1, dfa.n_states):
+        edges = [f"{classes[c]} -> {int(t)}" for c, t in enumerate(dfa.delta[s, :nbc]) if t != DEAD]
+        edges += [f"<[{int(tid)}]> -> {int(t)}" for tid, t in zip(dfa.token_ids, dfa.delta[s, nbc:]) if t != DEAD]
+        lines.append(f"{s}{' accept' if dfa.accept[s] else ''}: " + ", ".join(edges))
+    return "\n".join(lines) + "\n"

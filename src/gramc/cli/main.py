@@ -1,0 +1,174 @@
+"""The ``gramc`` command line: a thin click layer over library functions.
+
+Data goes to stdout, diagnostics to stderr. Every gramc error becomes one line on stderr and
+the exit status of its class (see :data:`gramc.errors.EXIT_CODES`); 2 is a usage error.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+import click
+
+from gramc.errors import EXIT_CODES, GramcError
+
+
+class _GramcGroup(click.Group):
+    """Turns GramcError (and OSError) into one line on stderr and a documented exit code."""
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except GramcError as err:
+            click.echo(f"gramc: error: {err}", err=True)
+            ctx.exit(next(code for cls, code in EXIT_CODES if isinstance(err, cls)))
+        except OSError as err:
+            click.echo(f"gramc: error: {err.strerror or err}: {err.filename or ''}".rstrip(": "), err=True)
+            ctx.exit(1)
+
+
+@click.group(cls=_GramcGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="gramc")
+def main() -> None:
+    """gramc: compile regexes and grammars into token masks for constrained decoding."""
+
+
+def _progress(enabled: bool):
+    """A stage reporter for long compiles: prints stage names when stderr is a terminal."""
+    start = time.perf_counter()
+
+    def report(stage: str) -> None:
+        if enabled:
+            click.echo(f"\r[{time.perf_counter() - start:6.2f}s] {stage}…\033[K", err=True, nl=False)
+
+    return report
+
+
+@main.command("compile")
+@click.argument("src", type=click.Path(dir_okay=False, allow_dash=True))
+@click.option("--vocab", "vocab_spec", required=True,
+              help="'gpt2' (bundled), a tokenizer.json / .tiktoken / .gguf file, or 'none' for an unbound artifact.")
+@click.option("-o", "--output", type=click.Path(dir_okay=False), help="Output .gmask (default: SRC with .gmask).")
+@click.option("--format", "fmt", default="auto", show_default=True,
+              help="Source format: auto (from the file extension) or one of: regex.")
+@click.option("--regex-dialect", type=click.Choice(["unicode", "bytes"]), default="unicode", show_default=True,
+              help="How regex classes and '.' match: code points (ECMA-262) or raw bytes.")
+def compile_cmd(src: str, vocab_spec: str, output: str | None, fmt: str, regex_dialect: str) -> None:
+    """Compile SRC (a regex file, or - for stdin) into a .gmask artifact."""
+    from gramc.api import compile as compile_artifact
+    from gramc.cli.sources import detect_format, read_source
+    from gramc.compiler.pipeline import CompileOptions
+
+    source = read_source(src)
+    fmt = detect_format(src, fmt)
+    report = _progress(sys.stderr.isatty())
+    t0 = time.perf_counter()
+    report("compiling")
+    vocab = None if vocab_spec.lower() == "none" else vocab_spec
+    artifact = compile_artifact(source, fmt, vocab, options=CompileOptions(regex_dialect=regex_dialect))
+    report("writing")
+    out = Path(output) if output else (Path(src).with_suffix(".gmask") if src != "-" else Path("out.gmask"))
+    artifact.save(out)
+    if sys.stderr.isatty():
+        click.echo("\r\033[K", err=True, nl=False)
+    info = artifact.describe()
+    vocab_text = f"{info['vocab']['name']} ({info['vocab']['size']} tokens)" if info["vocab"] else "unbound"
+    click.echo(
+        f"wrote {out} ({out.stat().st_size:,} bytes): {info['kind']}, {info['states']} states, "
+        f"vocab {vocab_text}, {time.perf_counter() - t0:.2f}s",
+        err=True,
+    )
+
+
+@main.command()
+@click.argument("artifact_path", type=click.Path(exists=True, dir_okay=False))
+@click.option("--ir", is_flag=True, help="Print the IR the artifact was compiled from.")
+@click.option("--dfa", "show_dfa", is_flag=True, help="Print the automaton's transitions.")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable summary.")
+def inspect(artifact_path: str, ir: bool, show_dfa: bool, as_json: bool) -> None:
+    """Describe a .gmask artifact: kind, states, vocabulary, sizes, options."""
+    from gramc.automata.text import format_dfa
+    from gramc.runtime import load
+
+    artifact = load(artifact_path)
+    info = artifact.describe()
+    info["file_bytes"] = Path(artifact_path).stat().st_size
+    if ir:
+        click.echo(artifact.meta.get("ir", ""), nl=False)
+    elif show_dfa:
+        click.echo(format_dfa(artifact.dfa), nl=False)
+    elif as_json:
+        click.echo(json.dumps(info, indent=2, sort_keys=True))
+    else:
+        for key, value in info.items():
+            click.echo(f"{key:24} {value if not isinstance(value, dict) else json.dumps(value)}")
+
+
+@main.command()
+@click.argument("artifact_path", type=click.Path(exists=True, dir_okay=False))
+@click.option("-n", "count", default=5, show_default=True, help="How many samples.")
+@click.option("--seed", default=0, show_default=True, help="Random seed.")
+@click.option("--max-tokens", default=64, show_default=True, help="Stop a sample after this many tokens.")
+@click.option("--vocab", "vocab_spec", default=None, help="The vocabulary (default: the one the artifact names).")
+def sample(artifact_path: str, count: int, seed: int, max_tokens: int, vocab_spec: str | None) -> None:
+    """Print random outputs drawn token by token through the masks (one JSON string per line)."""
+    from gramc.cli.sampling import sample_texts
+    from gramc.runtime import load
+
+    artifact = load(artifact_path)
+    for text, status in sample_texts(artifact, vocab_spec, count, seed, max_tokens):
+        click.echo(json.dumps(text, ensure_ascii=False) + ("" if status == "complete" else f"  # {status}"))
+
+
+@main.command()
+@click.argument("artifact_path", type=click.Path(exists=True, dir_okay=False))
+@click.argument("text_file", default="-", type=click.Path(dir_okay=False, allow_dash=True))
+@click.option("--strip-newline/--no-strip-newline", default=True, show_default=True,
+              help="Ignore one trailing newline of the input (as most files end with one).")
+def check(artifact_path: str, text_file: str, strip_newline: bool) -> None:
+    """Does the text in TEXT_FILE (or stdin) match? Exit 0 if it does, 1 if not."""
+    from gramc.cli.sources import read_bytes
+    from gramc.runtime import load
+    from gramc.runtime.check import check_bytes
+
+    data = read_bytes(text_file)
+    if strip_newline and data.endswith(b"\n"):
+        data = data[:-1]
+    result = check_bytes(load(artifact_path).dfa, data)
+    click.echo(result.message)
+    sys.exit(0 if result.ok else 1)
+
+
+@main.group()
+def golden() -> None:
+    """Golden artifacts: rebuild and compare (check), or rewrite (update)."""
+
+
+@golden.command("check")
+@click.option("--dir", "root", default="golden", show_default=True, type=click.Path(file_okay=False))
+def golden_check(root: str) -> None:
+    """Rebuild every golden case and fail if any artifact's bytes differ."""
+    from gramc.cli.golden import run_golden
+
+    problems = run_golden(Path(root), update=False)
+    for p in problems:
+        click.echo(p, err=True)
+    click.echo(f"{'FAILED' if problems else 'ok'}: golden cases in {root}", err=bool(problems))
+    sys.exit(1 if problems else 0)
+
+
+@golden.command("update")
+@click.option("--dir", "root", default="golden", show_default=True, type=click.Path(file_okay=False))
+def golden_update(root: str) -> None:
+    """Rewrite every golden artifact from its source (review the diff before committing)."""
+    from gramc.cli.golden import run_golden
+
+    for line in run_golden(Path(root), update=True):
+        click.echo(line)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

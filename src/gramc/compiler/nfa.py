@@ -1,0 +1,125 @@
+"""Thompson NFA over bytes (and special-token edges), built from the IR.
+
+States are integers; each is one of: a byte edge (a 256-bit class and one target), a token
+edge (a special-token id and one target), an epsilon split (a list of targets), or the single
+accepting state. Rule references are inlined, so only non-recursive grammars can be lowered
+here; recursive grammars become PDAs (see DESIGN.md).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from gramc.compiler.ir import EMPTY, NOTHING, Alt, Bytes, Expr, Grammar, Ref, Repeat, Seq, Token
+from gramc.errors import UnsupportedFeatureError
+from gramc.limits import DEFAULT_LIMITS, Limits
+
+
+@dataclass
+class NFA:
+    """A Thompson NFA. ``cls[s]`` is 0 and ``tok[s]`` is -1 where they do not apply."""
+
+    cls: list[int] = field(default_factory=list)
+    tok: list[int] = field(default_factory=list)
+    nxt: list[int] = field(default_factory=list)
+    eps: list[tuple[int, ...]] = field(default_factory=list)
+    start: int = -1
+    accept: int = -1
+
+    @property
+    def n_states(self) -> int:
+        return len(self.nxt)
+
+    def closure(self, states: set[int] | list[int]) -> frozenset[int]:
+        """The epsilon closure of ``states``, keeping only non-split states."""
+        out: set[int] = set()
+        seen: set[int] = set()
+        stack = list(states)
+        eps = self.eps
+        while stack:
+            s = stack.pop()
+            if s in seen:
+                continue
+            seen.add(s)
+            if eps[s]:
+                stack.extend(eps[s])
+            else:
+                out.add(s)
+        return frozenset(out)
+
+
+class _Builder:
+    """Builds an NFA back to front: ``build(expr, out)`` returns the entry state."""
+
+    def __init__(self, grammar: Grammar, limits: Limits):
+        self.nfa = NFA()
+        self.grammar = grammar
+        self.limits = limits
+        self.inlining: list[str] = []
+
+    def add(self, cls: int = 0, tok: int = -1, nxt: int = -1, eps: tuple[int, ...] = ()) -> int:
+        n = self.nfa
+        n.cls.append(cls)
+        n.tok.append(tok)
+        n.nxt.append(nxt)
+        n.eps.append(eps)
+        if len(n.nxt) % 4096 == 0:
+            self.limits.check("max_nfa_states", len(n.nxt))
+        return len(n.nxt) - 1
+
+    def build(self, e: Expr, out: int) -> int:
+        if isinstance(e, Bytes):
+            return self.add(cls=e.mask, nxt=out)
+        if isinstance(e, Seq):
+            for item in reversed(e.items):
+                out = self.build(item, out)
+            return out
+        if isinstance(e, Alt):
+            return self.add(eps=tuple(self.build(i, out) for i in e.items))
+        if isinstance(e, Repeat):
+            return self.build_repeat(e, out)
+        if isinstance(e, Token):
+            return self.add(tok=e.id, nxt=out)
+        if isinstance(e, Ref):
+            return self.build_ref(e.name, out)
+        if e is EMPTY:
+            return out
+        if e is NOTHING:
+            return self.add(eps=())  # a split with no way out: a dead end
+        raise TypeError(f"not an IR node: {e!r}")
+
+    def build_repeat(self, e: Repeat, out: int) -> int:
+        if e.max is None:
+            loop = self.add(eps=())  # patched below: item then loop, or out
+            body = self.build(e.item, loop)
+            self.nfa.eps[loop] = (body, out)
+            tail = loop
+        else:
+            tail = out
+            for _ in range(e.max - e.min):
+                tail = self.add(eps=(self.build(e.item, tail), out))
+        for _ in range(e.min):
+            tail = self.build(e.item, tail)
+        return tail
+
+    def build_ref(self, name: str, out: int) -> int:
+        if name in self.inlining:
+            cycle = " -> ".join(self.inlining[self.inlining.index(name) :] + [name])
+            raise UnsupportedFeatureError(
+                "recursion", reason=f"rule {cycle} is recursive: it needs a PDA, not a DFA"
+            )
+        self.inlining.append(name)
+        try:
+            return self.build(self.grammar.rules[name], out)
+        finally:
+            self.inlining.pop()
+
+
+def build_nfa(grammar: Grammar, limits: Limits = DEFAULT_LIMITS) -> NFA:
+    """The Thompson NFA of a non-recursive grammar (rule references are inlined)."""
+    b = _Builder(grammar, limits)
+    accept = b.add()
+    b.nfa.accept = accept
+    b.nfa.start = b.build_ref(grammar.start, accept)
+    limits.check("max_nfa_states", b.nfa.n_states)
+    return b.nfa

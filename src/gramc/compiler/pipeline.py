@@ -1,0 +1,74 @@
+"""Source text -> IR -> automaton: the compiler's one entry point.
+
+:func:`compile_source` picks the frontend, lowers to the IR, and builds the automaton the
+grammar needs (a minimal DFA for regular grammars). The vocabulary is bound afterwards, by
+:mod:`gramc.automata.bind`, so that the runtime can bind unbound artifacts too.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import asdict, dataclass, field
+
+from gramc import __version__
+from gramc.automata.tables import DFATable
+from gramc.compiler.dfa import build_dfa
+from gramc.compiler.frontends import FRONTENDS
+from gramc.compiler.ir import Grammar, format_grammar
+from gramc.errors import GramcError, UnsupportedFeatureError
+from gramc.limits import DEFAULT_LIMITS, Limits
+
+
+@dataclass(frozen=True)
+class CompileOptions:
+    """Options that change the compiled language (all recorded in the artifact).
+
+    Attributes:
+        regex_dialect: ``"unicode"`` (default; ECMA-262 semantics over code points) or
+            ``"bytes"`` (classes and ``.`` range over raw bytes). See docs/regex.md.
+    """
+
+    regex_dialect: str = "unicode"
+
+    def to_meta(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class Compiled:
+    """What the compiler produces before binding: the automaton and its provenance."""
+
+    grammar: Grammar
+    dfa: DFATable
+    meta: dict = field(default_factory=dict)
+
+
+def lower(source: str, format: str, options: CompileOptions = CompileOptions()) -> Grammar:
+    """The IR grammar of ``source`` written in ``format``."""
+    frontend = FRONTENDS.get(format)
+    if frontend is None:
+        raise GramcError(f"unknown source format {format!r} (available: {', '.join(sorted(FRONTENDS))})")
+    return frontend(source, options.to_meta())
+
+
+def compile_source(
+    source: str,
+    format: str = "regex",
+    options: CompileOptions = CompileOptions(),
+    limits: Limits = DEFAULT_LIMITS,
+) -> Compiled:
+    """Lower ``source`` and build its automaton."""
+    grammar = lower(source, format, options)
+    if grammar.is_recursive():
+        raise UnsupportedFeatureError(
+            "recursion", reason="recursive grammars need the PDA backend, which is not built yet"
+        )
+    dfa = build_dfa(grammar, limits)
+    meta = {
+        "format": format,
+        "sha256": hashlib.sha256(source.encode("utf-8")).hexdigest(),
+        "options": options.to_meta(),
+        "compiler_version": __version__,
+        "ir": format_grammar(grammar),
+    }
+    return Compiled(grammar, dfa, meta)

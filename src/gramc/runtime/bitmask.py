@@ -1,0 +1,67 @@
+"""The packed token bitmask layout, fixed once for every backend.
+
+A mask over ``V`` tokens is ``ceil(V / 32)`` uint32 words; token ``j`` is bit ``j % 32`` of
+word ``j // 32`` (least significant bit first). Bits past ``V`` are zero. This is the layout
+the logits kernels (numpy here, CUDA in ``runtime/cuda``) read.
+
+Reference semantics of applying a mask, as a loop::
+
+    for j in range(logits.shape[-1]):
+        allowed = j < 32 * len(words) and (words[j // 32] >> (j % 32)) & 1
+        if not allowed:
+            logits[j] = -inf
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+#: Rows packed together when building bitmasks (bounds the temporary bool matrix).
+_PACK_CHUNK_BYTES = 64 << 20
+
+
+def n_words(vocab_size: int) -> int:
+    """Words per mask row for a vocabulary of ``vocab_size`` tokens."""
+    return (vocab_size + 31) // 32
+
+
+def pack_rows(indptr: np.ndarray, token_ids: np.ndarray, vocab_size: int) -> np.ndarray:
+    """Bitmask rows (uint32 ``[n_rows, n_words]``) from CSR rows of allowed token ids."""
+    n_rows = len(indptr) - 1
+    width = n_words(vocab_size) * 32
+    out = np.zeros((n_rows, width // 32), dtype=np.uint32)
+    step = max(1, _PACK_CHUNK_BYTES // max(width, 1))
+    for lo in range(0, n_rows, step):
+        hi = min(lo + step, n_rows)
+        dense = np.zeros((hi - lo, width), dtype=bool)
+        a, b = indptr[lo], indptr[hi]
+        rows = np.repeat(np.arange(hi - lo), np.diff(indptr[lo : hi + 1]))
+        dense[rows, token_ids[a:b]] = True
+        packed = np.packbits(dense, axis=1, bitorder="little")
+        out[lo:hi] = packed.view("<u4")
+    return out
+
+
+def unpack_row(words: np.ndarray, size: int) -> np.ndarray:
+    """A bool mask of length ``size`` from one bitmask row (zero-padded past the row)."""
+    bits = np.unpackbits(words.view(np.uint8), bitorder="little").view(bool)
+    if size <= len(bits):
+        return bits[:size].copy()
+    out = np.zeros(size, dtype=bool)
+    out[: len(bits)] = bits
+    return out
+
+
+def apply_bitmask(logits: np.ndarray, words: np.ndarray) -> np.ndarray:
+    """Set disallowed logits to -inf in place (rows of ``logits`` against rows of ``words``).
+
+    ``logits`` is ``[V']`` or ``[B, V']`` (any float dtype); ``words`` is ``[W]`` or ``[B, W]``.
+    Columns past ``32 * W`` are disallowed. Returns ``logits``.
+    """
+    width = logits.shape[-1]
+    bits = np.unpackbits(np.ascontiguousarray(words).view(np.uint8), axis=-1, bitorder="little")
+    allowed = np.zeros(logits.shape, dtype=bool)
+    n = min(width, bits.shape[-1])
+    allowed[..., :n] = bits[..., :n].astype(bool)
+    logits[~allowed] = -np.inf
+    return logits

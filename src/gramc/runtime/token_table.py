@@ -1,0 +1,142 @@
+"""Per-state token tables of a bound DFA: what a matcher looks up at every step.
+
+For each DFA state: the allowed token ids (ascending) with the state each leads to, the
+packed bitmask row (with the end-of-sequence ids set where the state accepts), a cached bool
+mask, and the forced (jump-forward) token. An eager table is filled from an artifact's arrays;
+a lazy one binds each state the first time it is asked, with the same code, so both give
+identical answers.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from gramc.automata.bind import TokenRows, bind_states, forced_lengths
+from gramc.automata.tables import DEAD, DFATable
+from gramc.automata.trie import TokenTrie
+from gramc.runtime.bitmask import n_words, pack_rows, unpack_row
+
+
+class TokenTable:
+    """Allowed tokens per DFA state, eager (all states bound) or lazy (bound on first use)."""
+
+    def __init__(self, dfa: DFATable, vocab_size: int, eos_ids: tuple[int, ...]):
+        self.dfa = dfa
+        self.vocab_size = vocab_size
+        self.eos_ids = tuple(eos_ids)
+        self._eos = np.array(self.eos_ids, dtype=np.int64)
+        n = dfa.n_states
+        self._ids: list[np.ndarray | None] = [None] * n
+        self._next: list[np.ndarray | None] = [None] * n
+        self._forced = np.full(n, -2, dtype=np.int32)  # -2: not bound yet
+        self._words: np.ndarray | None = None  # eager: all rows; lazy: per-state dict
+        self._word_rows: dict[int, np.ndarray] = {}
+        self._masks: dict[tuple[int, int], np.ndarray] = {}
+        self._trie: TokenTrie | None = None
+        self._forced_len: np.ndarray | None = None
+
+    # ------------------------------------------------------------ construction
+
+    @classmethod
+    def eager(cls, dfa: DFATable, rows: TokenRows, vocab_size: int, eos_ids) -> "TokenTable":
+        """A table with every state bound, from rows covering states ``0..S-1`` in order."""
+        table = cls(dfa, vocab_size, eos_ids)
+        table._install(rows)
+        indptr, ids = table._with_eos(rows)
+        table._words = pack_rows(indptr, ids, vocab_size)
+        return table
+
+    @classmethod
+    def lazy(cls, dfa: DFATable, trie: TokenTrie, eos_ids) -> "TokenTable":
+        """A table that binds each state against ``trie`` the first time it is used."""
+        table = cls(dfa, trie.vocab_size, eos_ids)
+        table._trie = trie
+        table._forced_len = forced_lengths(dfa)
+        return table
+
+    def _install(self, rows: TokenRows) -> None:
+        for k, q in enumerate(rows.states.tolist()):
+            a, b = rows.indptr[k], rows.indptr[k + 1]
+            self._ids[q] = rows.token_ids[a:b]
+            self._next[q] = rows.next_state[a:b]
+            self._forced[q] = rows.forced_token[k]
+
+    def _with_eos(self, rows: TokenRows) -> tuple[np.ndarray, np.ndarray]:
+        """CSR rows (ids grouped by row, not sorted) with EOS added to accepting states."""
+        n = len(rows.states)
+        owner = np.repeat(np.arange(n), np.diff(rows.indptr))
+        accepting = np.flatnonzero(self.dfa.accept[rows.states])
+        eos_owner = np.repeat(accepting, len(self._eos))
+        owner = np.concatenate([owner, eos_owner])
+        ids = np.concatenate([rows.token_ids, np.tile(self._eos, len(accepting))])
+        order = np.argsort(owner, kind="stable")
+        indptr = np.concatenate([[0], np.cumsum(np.bincount(owner, minlength=n))])
+        return indptr, ids[order]
+
+    def _bind(self, q: int) -> None:
+        if self._trie is None:
+            raise AssertionError("eager token tables are fully bound")
+        rows = bind_states(self.dfa, self._trie, [q], self._forced_len)
+        self._install(rows)
+        indptr, ids = self._with_eos(rows)
+        self._word_rows[q] = pack_rows(indptr, ids, self.vocab_size)[0]
+
+    # ------------------------------------------------------------ lookups
+
+    @property
+    def is_lazy(self) -> bool:
+        return self._trie is not None
+
+    def row(self, q: int) -> tuple[np.ndarray, np.ndarray]:
+        """Allowed token ids of state ``q`` (ascending, without EOS) and their next states."""
+        if self._ids[q] is None:
+            self._bind(q)
+        return self._ids[q], self._next[q]
+
+    def words(self, q: int) -> np.ndarray:
+        """The packed bitmask row of state ``q`` (EOS included where ``q`` accepts)."""
+        if self._words is not None:
+            return self._words[q]
+        if q not in self._word_rows:
+            self._bind(q)
+        return self._word_rows[q]
+
+    def mask(self, q: int, size: int) -> np.ndarray:
+        """A read-only bool mask of length ``size`` for state ``q`` (cached)."""
+        key = (q, size)
+        mask = self._masks.get(key)
+        if mask is None:
+            mask = unpack_row(self.words(q), size)
+            mask.flags.writeable = False
+            self._masks[key] = mask
+        return mask
+
+    def next_state(self, q: int, token: int) -> int:
+        """The state after ``token`` from ``q``, or DEAD when the token is not allowed."""
+        ids, nxt = self.row(q)
+        i = int(ids.searchsorted(token))
+        return int(nxt[i]) if i < len(ids) and ids[i] == token else DEAD
+
+    def forced(self, q: int) -> int:
+        """The forced (jump-forward) token of state ``q``, or -1."""
+        if self._forced[q] == -2:
+            self._bind(q)
+        return int(self._forced[q])
+
+    def all_rows(self) -> TokenRows:
+        """Rows of every state (binding the rest first when lazy), for writing an artifact."""
+        for q in range(self.dfa.n_states):
+            self.row(q)
+        counts = np.array([len(i) for i in self._ids], dtype=np.int64)
+        empty = np.zeros(0, dtype=np.int32)
+        return TokenRows(
+            states=np.arange(self.dfa.n_states),
+            indptr=np.concatenate([[0], np.cumsum(counts)]),
+            token_ids=np.concatenate(self._ids) if len(self._ids) else empty,
+            next_state=np.concatenate(self._next) if len(self._next) else empty,
+            forced_token=self._forced.copy(),
+        )
+
+    @property
+    def n_words(self) -> int:
+        return n_words(self.vocab_size)

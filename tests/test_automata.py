@@ -1,0 +1,122 @@
+"""NFA/DFA construction against the derivative oracle, canonical form, limits."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import oracle
+from gramc.automata.tables import DEAD
+from gramc.compiler.dfa import build_dfa, byte_classes
+from gramc.compiler.ir import (
+    EMPTY,
+    NOTHING,
+    Grammar,
+    Ref,
+    Token,
+    alt,
+    any_byte,
+    byte_range,
+    literal,
+    repeat,
+    seq,
+)
+from gramc.errors import LimitExceededError, UnsupportedFeatureError
+from gramc.limits import Limits
+from strategies import exprs, strings
+
+
+@settings(max_examples=300, deadline=None)
+@given(exprs(), st.lists(strings(), max_size=8))
+def test_dfa_language_equals_oracle(e, samples):
+    dfa = build_dfa(Grammar.single(e))
+    for s in samples:
+        assert dfa.fullmatch(s) == oracle.fullmatch(e, s), s
+        # Not dead <=> viable prefix: the property the token masks rely on.
+        assert (dfa.step_bytes(dfa.start, s) != DEAD) == oracle.is_viable_prefix(e, s), s
+
+
+@settings(max_examples=150, deadline=None)
+@given(exprs())
+def test_every_live_state_can_accept(e):
+    dfa = build_dfa(Grammar.single(e))
+    reach = dfa.accept.copy()
+    for _ in range(dfa.n_states):
+        reach = reach | reach[dfa.delta].any(axis=1)
+    assert reach[1:].all() or dfa.start == DEAD
+    assert not dfa.accept[DEAD] and not dfa.delta[DEAD].any()
+
+
+@settings(max_examples=100, deadline=None)
+@given(exprs())
+def test_dfa_is_minimal_and_canonical(e):
+    """Equivalent expressions give identical tables; the table is minimal (Myhill-Nerode)."""
+    dfa = build_dfa(Grammar.single(e))
+    again = build_dfa(Grammar.single(alt(e, e)))  # same language, different NFA
+    assert np.array_equal(dfa.delta, again.delta) and np.array_equal(dfa.accept, again.accept)
+    assert np.array_equal(dfa.byte_class, again.byte_class)
+    rows = {(bool(dfa.accept[s]), tuple(dfa.delta[s])) for s in range(dfa.n_states)}
+    assert len(rows) == dfa.n_states  # no two states with identical rows
+
+
+def test_empty_language_has_only_the_dead_state():
+    dfa = build_dfa(Grammar.single(NOTHING))
+    assert dfa.start == DEAD and dfa.n_states == 1 and not dfa.fullmatch(b"")
+
+
+def test_empty_string_language():
+    dfa = build_dfa(Grammar.single(EMPTY))
+    assert dfa.fullmatch(b"") and not dfa.fullmatch(b"a")
+
+
+def test_byte_classes_are_coarsest_partition():
+    classes = byte_classes({byte_range(0x30, 0x39).mask, byte_range(0x35, 0x40).mask})
+    groups = {}
+    for b in range(256):
+        groups.setdefault(int(classes[b]), []).append(b)
+    spans = sorted((min(v), max(v)) for v in groups.values())
+    assert (0x30, 0x34) in spans and (0x35, 0x39) in spans and (0x3A, 0x40) in spans
+    assert len(groups) == 4  # the rest of the bytes form one class
+    assert int(classes[0]) == 0  # classes are numbered by their smallest byte
+
+
+def test_non_recursive_rules_are_inlined():
+    g = Grammar({"root": seq(Ref("d"), literal(b"-"), Ref("d")), "d": byte_range(0x30, 0x39)}, "root")
+    dfa = build_dfa(g)
+    assert dfa.fullmatch(b"1-2") and not dfa.fullmatch(b"1-")
+
+
+def test_recursive_rules_are_refused_with_the_cycle():
+    g = Grammar({"root": alt(literal(b"x"), seq(literal(b"("), Ref("root"), literal(b")")))}, "root")
+    with pytest.raises(UnsupportedFeatureError, match="root -> root"):
+        build_dfa(g)
+
+
+def test_special_token_columns():
+    e = seq(literal(b"a"), Token(7), repeat(literal(b"b"), 0, None))
+    dfa = build_dfa(Grammar.single(e))
+    assert dfa.token_ids.tolist() == [7]
+    s = dfa.step_bytes(dfa.start, b"a")
+    assert dfa.step_bytes(s, b"b") == DEAD
+    s = dfa.step_token(s, 7)
+    assert dfa.accept[s] and dfa.step_token(s, 7) == DEAD and dfa.accept[dfa.step_bytes(s, b"bb")]
+
+
+def test_forced_bytes_follow_the_grammar():
+    dfa = build_dfa(Grammar.single(seq(literal(b'{"name": "'), repeat(byte_range(97, 122), 1, None), literal(b'"}'))))
+    assert dfa.forced_bytes(dfa.start) == b'{"name": "'
+    s = dfa.step_bytes(dfa.start, b'{"name": "x')
+    assert dfa.forced_bytes(s) == b""  # a letter or the closing quote: a choice
+
+
+def test_state_limit_is_enforced():
+    e = seq(repeat(alt(literal(b"a"), literal(b"b")), 0, None), literal(b"a"), repeat(any_byte(), 14, 14))
+    with pytest.raises(LimitExceededError, match="max_dfa_states"):
+        build_dfa(Grammar.single(e), Limits(max_dfa_states=5000))
+
+
+def test_nfa_limit_is_enforced():
+    with pytest.raises(LimitExceededError, match="max_nfa_states"):
+        build_dfa(Grammar.single(repeat(literal(b"abc"), 5000, 5000)), Limits(max_nfa_states=10_000))

@@ -1,0 +1,185 @@
+"""Token masks against the brute-force definition, eager vs lazy binding, the Matcher API."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import oracle
+from gramc.compiler.dfa import build_dfa
+from gramc.compiler.ir import Grammar, Token, alt, byte_range, literal, repeat, seq
+from gramc.errors import GramcError, VocabularyError
+from gramc.runtime.artifact import Artifact
+from gramc.runtime.bitmask import apply_bitmask, n_words
+from gramc.vocab import Vocab
+from strategies import exprs, small_vocabs, strings
+
+EOS = "<eos>"
+
+
+def make_vocab(tokens: list[bytes]) -> Vocab:
+    """The tokens plus one special EOS at the end."""
+    return Vocab.from_list(list(tokens) + [EOS.encode()], special_ids=[len(tokens)], eos_ids=[len(tokens)])
+
+
+def artifact_for(e, vocab: Vocab, lazy: bool = False) -> Artifact:
+    return Artifact.bound(build_dfa(Grammar.single(e)), {"format": "ir"}, vocab, lazy=lazy)
+
+
+def brute_force_mask(e, vocab: Vocab, prefix: bytes) -> np.ndarray:
+    """The correctness contract, literally: prefix + token is a viable prefix."""
+    mask = np.zeros(vocab.size, dtype=bool)
+    for i, tok in enumerate(vocab.tokens):
+        if i in vocab.special_ids:
+            mask[i] = i in vocab.eos_ids and oracle.fullmatch(e, prefix)
+        else:
+            mask[i] = oracle.is_viable_prefix(e, prefix + tok)
+    return mask
+
+
+@settings(max_examples=200, deadline=None)
+@given(exprs(), small_vocabs(), st.data())
+def test_masks_equal_brute_force_on_random_walks(e, tokens, data):
+    vocab = make_vocab(tokens)
+    art = artifact_for(e, vocab)
+    m = art.matcher()
+    prefix = b""
+    for _ in range(6):
+        expected = brute_force_mask(e, vocab, prefix)
+        assert np.array_equal(m.mask(), expected), prefix
+        assert m.is_complete() == oracle.fullmatch(e, prefix)
+        allowed = np.flatnonzero(expected[: len(tokens)])
+        if not len(allowed):
+            break
+        t = int(data.draw(st.sampled_from(allowed.tolist())))
+        assert m.commit_token(t)
+        prefix += vocab.tokens[t]
+
+
+@settings(max_examples=100, deadline=None)
+@given(exprs(), small_vocabs(), st.lists(strings(4), max_size=5))
+def test_lazy_binding_equals_eager(e, tokens, prefixes):
+    vocab = make_vocab(tokens)
+    eager, lazy = artifact_for(e, vocab), artifact_for(e, vocab, lazy=True)
+    assert lazy.is_lazy and not eager.is_lazy
+    for p in prefixes:
+        a, b = eager.matcher(), lazy.matcher()
+        if a.commit_bytes(p):
+            assert b.commit_bytes(p)
+            assert np.array_equal(a.mask(), b.mask())
+            assert a.forced_tokens() == b.forced_tokens()
+    assert eager.to_bytes() == lazy.to_bytes()
+
+
+@settings(max_examples=100, deadline=None)
+@given(exprs(), small_vocabs(), st.lists(st.integers(0, 20), max_size=8))
+def test_validate_tokens_matches_commits(e, tokens, seq_ids):
+    vocab = make_vocab(tokens)
+    m = artifact_for(e, vocab).matcher(max_rollback=0)
+    ids = [i % vocab.size for i in seq_ids]
+    n = m.validate_tokens(ids)
+    assert m.state == artifact_for(e, vocab).dfa.start  # unchanged
+    assert m.commit_tokens(ids) == n
+
+
+def test_eos_only_when_complete_and_then_finished():
+    vocab = make_vocab([b"a", b"b", b"ab"])
+    m = artifact_for(seq(literal(b"a"), repeat(literal(b"b"), 0, 1)), vocab).matcher()
+    eos = vocab.eos_ids[0]
+    assert not m.mask()[eos] and not m.commit_token(eos)
+    assert m.commit_token(0)  # "a": complete, "b" still allowed
+    assert m.mask()[eos] and m.mask()[1] and not m.is_finished()
+    assert m.commit_token(eos)
+    assert m.is_finished() and m.is_complete() and not m.mask().any()
+    assert not m.commit_token(1)
+
+
+def test_finished_when_nothing_more_is_allowed():
+    vocab = Vocab.from_list([b"a", b"b"])  # no EOS at all
+    m = artifact_for(literal(b"ab"), vocab).matcher()
+    assert m.commit_tokens([0, 1]) == 2
+    assert m.is_complete() and m.is_finished() and not m.is_failed()
+
+
+def test_failed_when_the_vocabulary_cannot_continue():
+    vocab = make_vocab([b"a", b"c"])
+    m = artifact_for(literal(b"ab"), vocab).matcher()
+    assert m.commit_token(0)
+    assert m.is_failed() and m.is_finished() and not m.is_complete()
+
+
+def test_mask_padding_for_wide_logits():
+    vocab = make_vocab([b"a", b"b"])
+    m = artifact_for(repeat(literal(b"a"), 1, None), vocab).matcher()
+    wide = m.mask(size=40)
+    assert wide.shape == (40,) and wide.tolist()[:3] == [True, False, False] and not wide[3:].any()
+    assert m.mask(size=2).tolist() == [True, False]
+    with pytest.raises(ValueError):
+        m.mask()[0] = False  # cached masks are read-only
+
+
+def test_fill_bitmask_and_apply_match_the_bool_mask():
+    tokens = [bytes([b]) for b in range(97, 123)] + [b"ab", b"zz", b"a1"]
+    vocab = make_vocab(tokens)
+    m = artifact_for(repeat(byte_range(97, 122), 1, None), vocab).matcher()
+    row = np.full(n_words(vocab.size) + 2, 0xFFFFFFFF, dtype=np.uint32)
+    m.fill_bitmask(row)
+    assert not row[n_words(vocab.size):].any()
+    logits = np.zeros((1, vocab.size + 5), dtype=np.float32)
+    apply_bitmask(logits, row[None, : n_words(vocab.size)])
+    assert np.array_equal(np.isfinite(logits[0]), m.mask(size=vocab.size + 5))
+    with pytest.raises(ValueError):
+        m.fill_bitmask(np.zeros(0, dtype=np.uint32))
+
+
+def test_rollback_fork_reset():
+    vocab = make_vocab([b"a", b"b", b"c"])
+    art = artifact_for(repeat(alt(literal(b"ab"), literal(b"c")), 1, None), vocab)
+    m = art.matcher(max_rollback=2)
+    start_mask = m.mask().copy()
+    assert m.commit_tokens([0, 1, 2]) == 3
+    f = m.fork()
+    m.rollback(2)
+    assert m.mask()[1] and not m.mask()[0]  # back after "a": only "b"
+    assert f.is_complete() and f.mask()[0]  # the fork kept its own state
+    with pytest.raises(GramcError, match="max_rollback=2"):
+        m.rollback(1)
+    m.reset()
+    assert np.array_equal(m.mask(), start_mask)
+
+
+def test_commit_bytes_all_or_nothing():
+    vocab = make_vocab([b"x"])
+    m = artifact_for(literal(b"hello"), vocab).matcher()
+    assert not m.commit_bytes(b"help")
+    assert m.commit_bytes(b"hel") and m.commit_bytes(b"lo") and m.is_complete()
+    m.rollback(1)
+    assert not m.is_complete()
+
+
+def test_forced_tokens_jump_forward():
+    vocab = make_vocab([b'{"', b'{"na', b"name", b'":', b" ", b'"', b"a", b"me"])
+    e = seq(literal(b'{"name": "'), repeat(byte_range(97, 122), 1, None), literal(b'"'))
+    m = artifact_for(e, vocab).matcher()
+    forced = m.forced_tokens()
+    assert b"".join(vocab.tokens[t] for t in forced) == b'{"name": "'
+    assert forced[0] == 1  # longest first: '{"na' beats '{"'
+    assert m.commit_tokens(forced) == len(forced) and m.forced_tokens() == []
+
+
+def test_special_token_terminal_in_grammar():
+    vocab = Vocab.from_list([b"a", b"<tool>", b"b"], special_ids=[1])
+    m = artifact_for(seq(literal(b"a"), Token(1), literal(b"b")), vocab).matcher()
+    assert m.allowed_tokens().tolist() == [0]
+    assert m.commit_token(0) and m.allowed_tokens().tolist() == [1]
+    assert m.commit_token(1) and m.allowed_tokens().tolist() == [2]
+
+
+def test_unbound_artifact_needs_a_vocabulary():
+    art = Artifact(build_dfa(Grammar.single(literal(b"a"))), {})
+    with pytest.raises(VocabularyError, match="not bound"):
+        art.matcher()
+    bound = art.bind(make_vocab([b"a"]))
+    assert bound.matcher().allowed_tokens().tolist() == [0]
