@@ -27,6 +27,7 @@ def compile(
     cache_dir: str | os.PathLike | None = None,
     options: CompileOptions | None = None,
     limits: Limits = DEFAULT_LIMITS,
+    source_name: str = "<input>",
 ) -> Artifact:
     """Compile ``source`` into an artifact bound to ``vocab`` (unbound when None).
 
@@ -42,6 +43,7 @@ def compile(
             is loaded instead of rebuilt, and a fresh one is stored.
         options: language-changing options (see :class:`CompileOptions`).
         limits: resource limits (see :class:`gramc.limits.Limits`).
+        source_name: how error messages name the source (e.g. its file name).
 
     >>> import gramc
     >>> m = gramc.compile(r"[0-9]{3}", vocab=gramc.Vocab.from_list([b"1", b"23", b"x"])).matcher()
@@ -53,7 +55,7 @@ def compile(
     cached = _cache_path(cache_dir, source, format, options, vocab_obj) if cache_dir and not lazy else None
     if cached is not None and cached.exists():
         return load(cached, vocab_obj)
-    compiled = compile_source(source, format, options, limits)
+    compiled = compile_source(source, format, options, limits, source_name)
     if vocab_obj is None:
         artifact = Artifact(compiled.dfa, compiled.meta)
     else:

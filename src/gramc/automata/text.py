@@ -30,12 +30,13 @@ def describe_bytes(values: list[int]) -> str:
 
 
 def format_dfa(dfa: DFATable) -> str:
-    """One line per live state: ``state [accept]: class -> target, ...`` (stable)."""
+    """One line per live state: ``state [accept]: bytes -> target, ...`` (stable)."""
     nbc = dfa.n_byte_classes
-    classes = [describe_bytes(np.flatnonzero(dfa.byte_class == c).tolist()) for c in range(nbc)]
     lines = [f"start {dfa.start}; {dfa.n_states} states (0 is dead); {nbc} byte classes"]
     for s in range(1, dfa.n_states):
-        edges = [f"{classes[c]} -> {int(t)}" for c, t in enumerate(dfa.delta[s, :nbc]) if t != DEAD]
+        targets = dfa.delta[s, dfa.byte_class]  # per byte
+        edges = [f"{describe_bytes(np.flatnonzero(targets == t).tolist())} -> {int(t)}"
+                 for t in sorted(set(targets.tolist()) - {DEAD})]
         edges += [f"<[{int(tid)}]> -> {int(t)}" for tid, t in zip(dfa.token_ids, dfa.delta[s, nbc:]) if t != DEAD]
-        lines.append(f"{s}{' accept' if dfa.accept[s] else ''}: " + ", ".join(edges))
+        lines.append((f"{s}{' accept' if dfa.accept[s] else ''}: " + ", ".join(edges)).rstrip())
     return "\n".join(lines) + "\n"

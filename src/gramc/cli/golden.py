@@ -13,7 +13,7 @@ from pathlib import Path
 
 from gramc.api import compile as compile_artifact
 from gramc.automata.text import format_dfa
-from gramc.cli.sources import detect_format
+from gramc.cli.sources import detect_format, read_pattern_file
 from gramc.compiler.pipeline import CompileOptions
 from gramc.errors import GramcError
 
@@ -28,8 +28,9 @@ def build_case(case: Path) -> dict[str, bytes]:
     src = sources[0]
     opts_file = case / "options.json"
     options = CompileOptions(**json.loads(opts_file.read_text())) if opts_file.exists() else CompileOptions()
-    text = src.read_text(encoding="utf-8")
-    artifact = compile_artifact(text, detect_format(str(src), "auto"), GOLDEN_VOCAB, options=options)
+    fmt = detect_format(str(src), "auto")
+    text = read_pattern_file(str(src), fmt)
+    artifact = compile_artifact(text, fmt, GOLDEN_VOCAB, options=options)
     return {
         "program.gmask": artifact.to_bytes(),
         "ir.txt": artifact.meta["ir"].encode(),

@@ -59,16 +59,17 @@ def _progress(enabled: bool):
 def compile_cmd(src: str, vocab_spec: str, output: str | None, fmt: str, regex_dialect: str) -> None:
     """Compile SRC (a regex file, or - for stdin) into a .gmask artifact."""
     from gramc.api import compile as compile_artifact
-    from gramc.cli.sources import detect_format, read_source
+    from gramc.cli.sources import detect_format, read_pattern_file
     from gramc.compiler.pipeline import CompileOptions
 
-    source = read_source(src)
     fmt = detect_format(src, fmt)
+    source = read_pattern_file(src, fmt)
     report = _progress(sys.stderr.isatty())
     t0 = time.perf_counter()
     report("compiling")
     vocab = None if vocab_spec.lower() == "none" else vocab_spec
-    artifact = compile_artifact(source, fmt, vocab, options=CompileOptions(regex_dialect=regex_dialect))
+    artifact = compile_artifact(source, fmt, vocab, options=CompileOptions(regex_dialect=regex_dialect),
+                                source_name="<stdin>" if src == "-" else src)
     report("writing")
     out = Path(output) if output else (Path(src).with_suffix(".gmask") if src != "-" else Path("out.gmask"))
     artifact.save(out)

@@ -24,6 +24,14 @@ def read_source(path: str) -> str:
         raise GramcError(f"{path}: not UTF-8 text (byte {err.start})") from None
 
 
+def read_pattern_file(path: str, fmt: str) -> str:
+    """A source file's text; a regex file's one final line break is not part of the pattern."""
+    text = read_source(path)
+    if fmt == "regex":
+        text = text[:-2] if text.endswith("\r\n") else text[:-1] if text.endswith("\n") else text
+    return text
+
+
 def detect_format(path: str, fmt: str) -> str:
     """``fmt``, or for ``auto`` the format its file extension names."""
     from gramc.compiler.frontends import EXTENSIONS, FRONTENDS

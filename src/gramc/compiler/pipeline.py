@@ -43,12 +43,13 @@ class Compiled:
     meta: dict = field(default_factory=dict)
 
 
-def lower(source: str, format: str, options: CompileOptions = CompileOptions()) -> Grammar:
-    """The IR grammar of ``source`` written in ``format``."""
+def lower(source: str, format: str, options: CompileOptions = CompileOptions(),
+          source_name: str = "<input>") -> Grammar:
+    """The IR grammar of ``source`` written in ``format`` (errors name ``source_name``)."""
     frontend = FRONTENDS.get(format)
     if frontend is None:
         raise GramcError(f"unknown source format {format!r} (available: {', '.join(sorted(FRONTENDS))})")
-    return frontend(source, options.to_meta())
+    return frontend(source, options.to_meta(), source_name)
 
 
 def compile_source(
@@ -56,9 +57,10 @@ def compile_source(
     format: str = "regex",
     options: CompileOptions = CompileOptions(),
     limits: Limits = DEFAULT_LIMITS,
+    source_name: str = "<input>",
 ) -> Compiled:
     """Lower ``source`` and build its automaton."""
-    grammar = lower(source, format, options)
+    grammar = lower(source, format, options, source_name)
     if grammar.is_recursive():
         raise UnsupportedFeatureError(
             "recursion", reason="recursive grammars need the PDA backend, which is not built yet"

@@ -1,6 +1,7 @@
 """Frontends: source text -> IR grammar. One module per source language.
 
-:data:`FRONTENDS` maps a format name to a function ``(source, options) -> Grammar``;
+:data:`FRONTENDS` maps a format name to a function ``(source, options, source_name) ->
+Grammar`` (``options`` is :meth:`CompileOptions.to_meta`, ``source_name`` is used in errors);
 :data:`EXTENSIONS` maps file extensions to format names for ``--format auto``.
 """
 
@@ -11,14 +12,13 @@ from typing import Callable
 from gramc.compiler.ir import Grammar
 
 
-def _regex(source: str, options: dict) -> Grammar:
+def _regex(source: str, options: dict, source_name: str) -> Grammar:
     from gramc.compiler.frontends.regex import parse_regex
 
-    dialect = options.get("regex_dialect", "unicode")
-    return Grammar.single(parse_regex(source, dialect=dialect, source_name=options.get("source_name", "<regex>")))
+    return Grammar.single(parse_regex(source, dialect=options["regex_dialect"], source_name=source_name))
 
 
-FRONTENDS: dict[str, Callable[[str, dict], Grammar]] = {
+FRONTENDS: dict[str, Callable[[str, dict, str], Grammar]] = {
     "regex": _regex,
 }
 

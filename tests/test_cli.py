@@ -1,0 +1,114 @@
+"""The gramc CLI end to end: compile, inspect, sample, check, errors and exit codes."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+import gramc
+from gramc.cli.main import main
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+IPV4 = re.compile(r"((25[0-5]|2[0-4]\d|[01]?\d\d?)\.){3}(25[0-5]|2[0-4]\d|[01]?\d\d?)")
+
+
+@pytest.fixture
+def runner():
+    return CliRunner()
+
+
+@pytest.fixture
+def ipv4_gmask(runner, tmp_path):
+    out = tmp_path / "ipv4.gmask"
+    res = runner.invoke(main, ["compile", str(EXAMPLES / "ipv4.regex"), "--vocab", "gpt2", "-o", str(out)])
+    assert res.exit_code == 0, res.output
+    assert "25 states" in res.stderr and out.exists()
+    return out
+
+
+def test_compile_writes_a_loadable_artifact(ipv4_gmask):
+    art = gramc.load(ipv4_gmask, vocab="gpt2")
+    assert art.dfa.fullmatch(b"10.0.0.255") and not art.dfa.fullmatch(b"10.0.0.256")
+
+
+def test_compile_default_output_and_stdin(runner, tmp_path):
+    src = tmp_path / "d.regex"
+    src.write_text("[0-9]+\n")
+    assert runner.invoke(main, ["compile", str(src), "--vocab", "gpt2"]).exit_code == 0
+    assert (tmp_path / "d.gmask").exists()
+    out = tmp_path / "s.gmask"
+    res = runner.invoke(main, ["compile", "-", "--format", "regex", "--vocab", "none", "-o", str(out)], input="ab")
+    assert res.exit_code == 0 and "unbound" in res.stderr
+
+
+def test_sample_outputs_match_the_regex(runner, ipv4_gmask):
+    res = runner.invoke(main, ["sample", str(ipv4_gmask), "-n", "20", "--seed", "3"])
+    assert res.exit_code == 0, res.output
+    lines = res.stdout.splitlines()
+    assert len(lines) == 20
+    for line in lines:
+        assert IPV4.fullmatch(json.loads(line)), line
+    again = runner.invoke(main, ["sample", str(ipv4_gmask), "-n", "20", "--seed", "3"])
+    assert again.stdout == res.stdout  # seeded
+
+
+def test_check_ok_and_failure_position(runner, ipv4_gmask):
+    ok = runner.invoke(main, ["check", str(ipv4_gmask), "-"], input="192.168.0.1\n")
+    assert ok.exit_code == 0 and ok.stdout.startswith("ok")
+    bad = runner.invoke(main, ["check", str(ipv4_gmask), "-"], input="192.168.0.256")
+    assert bad.exit_code == 1
+    assert "byte 12" in bad.stdout and "expected [0-5]" in bad.stdout
+    short = runner.invoke(main, ["check", str(ipv4_gmask), "-"], input="192.168")
+    assert short.exit_code == 1 and "incomplete" in short.stdout and "'.'" in short.stdout
+
+
+def test_inspect_variants(runner, ipv4_gmask):
+    res = runner.invoke(main, ["inspect", "--json", str(ipv4_gmask)])
+    info = json.loads(res.stdout)
+    assert info["kind"] == "dfa" and info["states"] == 25 and info["vocab"]["name"] == "gpt2"
+    assert info["options"] == {"regex_dialect": "unicode"}
+    ir = runner.invoke(main, ["inspect", "--ir", str(ipv4_gmask)]).stdout
+    assert ir.startswith("root ::= ")
+    dfa = runner.invoke(main, ["inspect", "--dfa", str(ipv4_gmask)]).stdout
+    assert dfa.startswith("start 1; 25 states")
+
+
+@pytest.mark.parametrize(
+    "args, stdin, code, message",
+    [
+        (["compile", "missing.regex", "--vocab", "gpt2"], None, 1, "No such file"),
+        (["compile", "-", "--format", "regex", "--vocab", "gpt2"], "a(b", 3, "<stdin>:1:2"),
+        (["compile", "-", "--format", "regex", "--vocab", "gpt2"], "a(?=b)", 3, "unsupported"),
+        (["compile", "-", "--format", "nope", "--vocab", "gpt2"], "a", 1, "unknown format 'nope'"),
+        (["compile", "-", "--format", "regex", "--vocab", "nosuch"], "a", 6, "nosuch"),
+        (["compile", "x.txt", "--vocab", "gpt2"], None, 1, "cannot tell the format"),
+    ],
+)
+def test_errors_are_one_line_with_exit_codes(runner, tmp_path, args, stdin, code, message):
+    if args[1] == "x.txt":
+        (tmp_path / "x.txt").write_text("a")
+        args = [args[0], str(tmp_path / "x.txt"), *args[2:]]
+    res = runner.invoke(main, args, input=stdin)
+    assert res.exit_code == code, (res.output, res.exception)
+    assert message in res.stderr
+    assert "Traceback" not in res.output and len(res.stderr.strip().splitlines()) == 1
+
+
+def test_corrupt_artifact_is_a_clean_error(runner, tmp_path, ipv4_gmask):
+    bad = tmp_path / "bad.gmask"
+    data = bytearray(ipv4_gmask.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    bad.write_bytes(bytes(data))
+    for cmd in (["inspect"], ["sample"], ["check"]):
+        res = runner.invoke(main, [*cmd, str(bad)], input="1.2.3.4")
+        assert res.exit_code == 5 and res.stderr.startswith("gramc: error:"), res.output
+
+
+def test_golden_check_passes_on_the_repository(runner, monkeypatch):
+    monkeypatch.chdir(Path(__file__).resolve().parents[1])
+    res = runner.invoke(main, ["golden", "check"])
+    assert res.exit_code == 0, res.output
