@@ -62,10 +62,11 @@ class Matcher:
         if out.ndim != 1 or out.shape[0] < n or out.dtype.itemsize != 4:
             raise ValueError(f"need a 1-d 32-bit array of at least {n} words, got {out.dtype}{out.shape}")
         if self._ended:
-            out[:] = 0
+            out.fill(0)
             return
-        out[:n] = self._table.words(self._state).view(out.dtype)
-        out[n:] = 0
+        np.copyto(out[:n], self._table.words(self._state).view(out.dtype))
+        if out.shape[0] > n:
+            out[n:] = 0
 
     def allowed_tokens(self) -> np.ndarray:
         """Ids allowed now (ascending), EOS included where the output is complete."""

@@ -16,6 +16,9 @@ from gramc.automata.tables import DEAD, DFATable
 from gramc.automata.trie import TokenTrie
 from gramc.runtime.bitmask import n_words, pack_rows, unpack_row
 
+#: Bytes of dense next-state rows a table may cache (beyond it, commits binary-search a row).
+DENSE_BUDGET = 256 << 20
+
 
 class TokenTable:
     """Allowed tokens per DFA state, eager (all states bound) or lazy (bound on first use)."""
@@ -34,6 +37,11 @@ class TokenTable:
         self._masks: dict[tuple[int, int], np.ndarray] = {}
         self._trie: TokenTrie | None = None
         self._forced_len: np.ndarray | None = None
+        # Dense next-state rows (int32[V]) per state, built on a state's first commit when the
+        # whole table would fit DENSE_BUDGET; a commit is then one array index.
+        self._dense: list[np.ndarray | None] | None = (
+            [None] * n if n * vocab_size * 4 <= DENSE_BUDGET else None
+        )
 
     # ------------------------------------------------------------ construction
 
@@ -112,7 +120,17 @@ class TokenTable:
         return mask
 
     def next_state(self, q: int, token: int) -> int:
-        """The state after ``token`` from ``q``, or DEAD when the token is not allowed."""
+        """The state after ``token`` from ``q``, or DEAD when the token is not allowed.
+
+        ``token`` must be in ``range(vocab_size)``.
+        """
+        if self._dense is not None:
+            row = self._dense[q]
+            if row is None:
+                ids, nxt = self.row(q)
+                row = self._dense[q] = np.zeros(self.vocab_size, dtype=np.int32)
+                row[ids] = nxt
+            return int(row[token])
         ids, nxt = self.row(q)
         i = int(ids.searchsorted(token))
         return int(nxt[i]) if i < len(ids) and ids[i] == token else DEAD
