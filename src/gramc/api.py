@@ -10,6 +10,7 @@ import hashlib
 import json
 import os
 from pathlib import Path
+from typing import Callable
 
 from gramc import __version__
 from gramc.compiler.pipeline import CompileOptions, compile_source
@@ -28,6 +29,7 @@ def compile(
     options: CompileOptions | None = None,
     limits: Limits = DEFAULT_LIMITS,
     source_name: str = "<input>",
+    progress: Callable[[str], None] | None = None,
 ) -> Artifact:
     """Compile ``source`` into an artifact bound to ``vocab`` (unbound when None).
 
@@ -44,6 +46,7 @@ def compile(
         options: language-changing options (see :class:`CompileOptions`).
         limits: resource limits (see :class:`gramc.limits.Limits`).
         source_name: how error messages name the source (e.g. its file name).
+        progress: called with the name of each stage as it starts (the CLI shows them).
 
     >>> import gramc
     >>> m = gramc.compile(r"[0-9]{3}", vocab=gramc.Vocab.from_list([b"1", b"23", b"x"])).matcher()
@@ -55,7 +58,10 @@ def compile(
     cached = _cache_path(cache_dir, source, format, options, vocab_obj) if cache_dir and not lazy else None
     if cached is not None and cached.exists():
         return load(cached, vocab_obj)
-    compiled = compile_source(source, format, options, limits, source_name)
+    report = progress or (lambda stage: None)
+    compiled = compile_source(source, format, options, limits, source_name, report)
+    if vocab_obj is not None:
+        report(f"binding {compiled.dfa.n_states} states to {vocab_obj.size} tokens")
     if vocab_obj is None:
         artifact = Artifact(compiled.dfa, compiled.meta)
     else:

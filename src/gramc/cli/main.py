@@ -61,15 +61,16 @@ def compile_cmd(src: str, vocab_spec: str, output: str | None, fmt: str, regex_d
     from gramc.api import compile as compile_artifact
     from gramc.cli.sources import detect_format, read_pattern_file
     from gramc.compiler.pipeline import CompileOptions
+    from gramc.vocab import load_vocab
 
     fmt = detect_format(src, fmt)
     source = read_pattern_file(src, fmt)
     report = _progress(sys.stderr.isatty())
     t0 = time.perf_counter()
-    report("compiling")
-    vocab = None if vocab_spec.lower() == "none" else vocab_spec
+    report("loading the vocabulary")
+    vocab = None if vocab_spec.lower() == "none" else load_vocab(vocab_spec)
     artifact = compile_artifact(source, fmt, vocab, options=CompileOptions(regex_dialect=regex_dialect),
-                                source_name="<stdin>" if src == "-" else src)
+                                source_name="<stdin>" if src == "-" else src, progress=report)
     report("writing")
     out = Path(output) if output else (Path(src).with_suffix(".gmask") if src != "-" else Path("out.gmask"))
     artifact.save(out)

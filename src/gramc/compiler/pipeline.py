@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import asdict, dataclass, field
+from typing import Callable
 
 from gramc import __version__
 from gramc.automata.tables import DFATable
@@ -58,13 +59,16 @@ def compile_source(
     options: CompileOptions = CompileOptions(),
     limits: Limits = DEFAULT_LIMITS,
     source_name: str = "<input>",
+    progress: Callable[[str], None] = lambda stage: None,
 ) -> Compiled:
-    """Lower ``source`` and build its automaton."""
+    """Lower ``source`` and build its automaton, reporting each stage to ``progress``."""
+    progress("parsing")
     grammar = lower(source, format, options, source_name)
     if grammar.is_recursive():
         raise UnsupportedFeatureError(
             "recursion", reason="recursive grammars need the PDA backend, which is not built yet"
         )
+    progress("building the automaton")
     dfa = build_dfa(grammar, limits)
     meta = {
         "format": format,
