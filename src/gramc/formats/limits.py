@@ -1,0 +1,60 @@
+"""Resource limits for reading untrusted ``.gmask`` data.
+
+A reader must never allocate without bound because a file says so. Every quantity a file
+can inflate is capped by a field of :class:`ReadLimits`; each default carries the reason it
+is big enough for real artifacts and small enough to stop hostile ones. The spec
+(``docs/format/gmask-v1.md``, "Read limits") lists the same table.
+
+Sizing reference: a packed allowed-token bitmask for a 250,000-token vocabulary is
+``ceil(250000 / 32) * 4 = 31,252`` bytes per automaton state, so 4 GiB holds about 137,000
+states' masks, far more than any grammar we have seen compiles to.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+GiB = 1 << 30
+MiB = 1 << 20
+
+
+@dataclass(frozen=True, slots=True)
+class ReadLimits:
+    """Caps a reader enforces before it allocates; exceeding one is an ArtifactFormatError.
+
+    >>> ReadLimits().max_payload_bytes == 4 * 1024**3
+    True
+    >>> ReadLimits(max_arrays=8).max_arrays
+    8
+    """
+
+    #: Default 4 GiB + 32 MiB: the largest file that can hold a ``max_payload_bytes``
+    #: payload (zstd's worst case grows incompressible data by about 1/256, 16 MiB here).
+    max_file_bytes: int = 4 * GiB + 32 * MiB
+    #: Default 4 GiB decompressed: ~137k states of 250k-token packed masks (see module doc).
+    max_payload_bytes: int = 4 * GiB
+    #: Default 65,536: an artifact has a few dozen named arrays; this bounds descriptor count.
+    max_arrays: int = 65_536
+    #: Default 2**32 per array: an unpacked bool[16k states, 250k tokens] table still fits.
+    max_array_elements: int = 1 << 32
+    #: Default 32 dimensions: numpy 1.x's own maximum; artifacts use at most 3.
+    max_ndim: int = 32
+    #: Default 32: metadata is configuration; deeper nesting only comes from hostile input.
+    max_meta_depth: int = 32
+    #: Default 1,048,576 entries per msgpack array or map: lists of special-token ids are the
+    #: largest metadata lists expected; bulk data belongs in arrays.
+    max_container_len: int = 1 << 20
+    #: Default 4,194,304 msgpack values in the whole document: a 1-byte msgpack value can
+    #: become a 30-100-byte Python object, so this caps the objects built before checks run.
+    max_values: int = 1 << 22
+    #: Default 64 MiB per msgpack str: metadata strings are names, options and versions.
+    max_str_bytes: int = 64 * MiB
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if type(value) is not int or value < 0:
+                raise ValueError(f"ReadLimits.{f.name} must be a non-negative int, got {value!r}")
+
+
+DEFAULT_READ_LIMITS = ReadLimits()
