@@ -119,6 +119,11 @@ class BackendUnavailableError(GramcError, RuntimeError):
     """An optional backend (CUDA, an integration) is not installed or has no device."""
 
 
+class GramcWarning(UserWarning):
+    """Something in the source that compiles but is probably a mistake (an unused rule, a
+    keyword compiled as an over-approximation). Issued with :func:`warnings.warn`."""
+
+
 #: Exit status of the ``gramc`` CLI for each error class (most specific first).
 EXIT_CODES: tuple[tuple[type[GramcError], int], ...] = (
     (GrammarSyntaxError, 3),

@@ -5,9 +5,9 @@ backend (NFA, DFA, PDA) starts from it. Nodes are immutable and hash-consed: bui
 same node twice gives the same object, so equality and hashing are cheap and shared
 sub-expressions are stored once.
 
-Leaves are byte classes (:class:`Bytes`, a 256-bit set), :class:`Empty`, :class:`Nothing`,
+Leaves are byte classes (:class:`Bytes`, a 256-bit set), :data:`EMPTY`, :data:`NOTHING`,
 rule references (:class:`Ref`) and special-token terminals (:class:`Token`, matched by token
-id, never by bytes). Unicode is lowered to UTF-8 byte sequences before it reaches the IR.
+id, never by bytes; :class:`TokenName` until the name is resolved against a vocabulary). Unicode is lowered to UTF-8 byte sequences before it reaches the IR.
 
 Build nodes with the smart constructors (:func:`seq`, :func:`alt`, :func:`repeat`,
 :func:`byte_class`, :func:`literal`), which flatten and simplify as they go:
@@ -144,6 +144,15 @@ class Token(Expr):
     __slots__ = ()
     _fields = ("id",)
     id: int
+
+
+class TokenName(Expr):
+    """A special-token terminal named by its text (``<|eot_id|>``), resolved to a
+    :class:`Token` against the vocabulary's special tokens before automata are built."""
+
+    __slots__ = ()
+    _fields = ("name",)
+    name: str
 
 
 class _Empty(Expr):
@@ -388,6 +397,8 @@ def format_expr(e: Expr, prec: int = _PREC_ALT) -> str:
         return e.name
     if isinstance(e, Token):
         return f"<[{e.id}]>"
+    if isinstance(e, TokenName):
+        return f"<{e.name}>"
     if isinstance(e, Repeat):
         return format_expr(e.item, _PREC_POSTFIX) + _repeat_suffix(e.min, e.max)
     if isinstance(e, Seq):
