@@ -1,0 +1,632 @@
+"""The regex frontend: regex text to the IR of a whole-string match.
+
+Two dialects (see docs/regex.md for the full comparison):
+
+- ``"unicode"`` (the default): ECMA-262 semantics, as JSON Schema ``pattern`` needs. Classes
+  and ``.`` range over code points and are lowered to UTF-8 byte sequences; ``.`` is any code
+  point except the line terminators; ``\\d``/``\\w`` are ASCII and ``\\s`` is ECMAScript
+  whitespace.
+- ``"bytes"``: Python ``re``-on-bytes semantics. ``.`` and negated classes range over bytes
+  (``.`` excludes ``\\n``), ``\\xHH`` is one raw byte, ``\\d \\w \\s`` are ASCII. Non-ASCII
+  characters written in the pattern still stand for their UTF-8 bytes.
+
+The output is matched as a whole, so a leading ``^`` and a trailing ``$`` (on each top-level
+alternative) are no-ops; other anchors, lookaround and backreferences are refused with
+:class:`~gramc.errors.UnsupportedFeatureError`. Malformed patterns raise
+:class:`~gramc.errors.GrammarSyntaxError`, both with the offending position.
+
+The parser is hand-written. Groups are kept on an explicit stack rather than the Python call
+stack, so nesting depth is bounded by the ``max_nesting`` limit, never by the recursion limit.
+
+>>> print(parse_regex("^(?:ab|c)+[0-9]{2,3}$"))
+("ab" | "c")+ [0-9]{2,3}
+>>> print(parse_regex("é|[^\\\\x00-\\\\x7f]", dialect="bytes"))
+"\\xc3\\xa9" | [\\x80-\\xff]
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+from gramc.compiler.ir import ALL_BYTES, NOTHING, Bytes, Expr, alt, repeat, seq
+from gramc.compiler.unicode import (
+    ECMA_DIGIT,
+    ECMA_LINE_TERMINATORS,
+    ECMA_SPACE,
+    ECMA_WORD,
+    SURROGATE_HI,
+    SURROGATE_LO,
+    CodepointSet,
+    ascii_case_closure,
+)
+from gramc.errors import (
+    GrammarSyntaxError,
+    LimitExceededError,
+    Span,
+    UnsupportedFeatureError,
+)
+
+REGEX_DIALECTS = ("unicode", "bytes")
+DEFAULT_MAX_NESTING = 500  # nested groups (gramc.limits.Limits.max_nesting)
+DEFAULT_MAX_REPEAT = 100_000  # largest {m,n} bound (gramc.limits.Limits.max_repeat)
+
+
+def parse_regex(
+    pattern: str,
+    *,
+    dialect: str = "unicode",
+    source_name: str = "<regex>",
+    max_nesting: int = DEFAULT_MAX_NESTING,
+    max_repeat: int = DEFAULT_MAX_REPEAT,
+) -> Expr:
+    """Parse ``pattern`` into the IR of the strings it matches as a whole.
+
+    Args:
+        pattern: the regex text.
+        dialect: ``"unicode"`` (ECMA-262, the default) or ``"bytes"`` (Python ``re`` on bytes).
+        source_name: the name error spans carry.
+        max_nesting: the deepest group nesting allowed.
+        max_repeat: the largest ``m``/``n`` allowed in ``{m,n}``.
+
+    Raises:
+        GrammarSyntaxError: the pattern is malformed.
+        UnsupportedFeatureError: the pattern uses lookaround, backreferences, inner anchors...
+        LimitExceededError: ``max_nesting`` or ``max_repeat`` was exceeded.
+        ValueError: ``dialect`` is not one of :data:`REGEX_DIALECTS`.
+    """
+    if dialect not in _DIALECTS:
+        raise ValueError(f"unknown regex dialect {dialect!r} (expected one of {REGEX_DIALECTS})")
+    parser = _Parser(pattern, _DIALECTS[dialect], source_name, max_nesting, max_repeat)
+    return parser.parse()
+
+
+# ---------------------------------------------------------------- characters and sets
+
+
+@dataclass(frozen=True)
+class _Char:
+    """One pattern character: a code point, or (``\\xHH`` in the bytes dialect) a raw byte."""
+
+    value: int
+    is_byte: bool = False
+
+
+@dataclass(frozen=True)
+class _Set:
+    """A set of one-character alternatives: code points, plus raw bytes in the bytes dialect."""
+
+    cps: CodepointSet = field(default_factory=CodepointSet)
+    mask: int = 0
+
+    def __or__(self, other: _Set) -> _Set:
+        return _Set(self.cps | other.cps, self.mask | other.mask)
+
+
+_ASCII = CodepointSet([(0, 0x7F)])
+_NON_ASCII = _ASCII.complement()
+_UPPER_MASK = ((1 << 26) - 1) << 0x41
+_LOWER_MASK = _UPPER_MASK << 0x20
+
+
+def _mask_of(cps: CodepointSet) -> int:
+    mask = 0
+    for lo, hi in cps.ranges:
+        mask |= ((1 << (hi + 1)) - 1) ^ ((1 << lo) - 1)
+    return mask
+
+
+class _UnicodeDialect:
+    """ECMA-262 with the ``u`` flag: every set is a set of code points."""
+
+    name = "unicode"
+    _ESCAPES: ClassVar[dict[str, CodepointSet]] = {"d": ECMA_DIGIT, "w": ECMA_WORD, "s": ECMA_SPACE}
+
+    def char_set(self, c: _Char) -> _Set:
+        return _Set(CodepointSet.of(c.value))
+
+    def range_set(self, lo: _Char, hi: _Char) -> _Set | None:
+        return _Set(CodepointSet([(lo.value, hi.value)]))
+
+    def escape_set(self, letter: str) -> _Set:
+        cps = self._ESCAPES[letter.lower()]
+        return _Set(cps.complement() if letter.isupper() else cps)
+
+    def hex_char(self, value: int) -> _Char:
+        return _Char(value)
+
+    def dot(self) -> _Set:
+        return _Set(ECMA_LINE_TERMINATORS.complement())
+
+    def negate(self, s: _Set) -> _Set | None:
+        return _Set(s.cps.complement())
+
+    def fold(self, s: _Set) -> _Set:
+        return _Set(ascii_case_closure(s.cps))
+
+    def lower(self, s: _Set) -> Expr:
+        return s.cps.to_ir()
+
+
+class _BytesDialect:
+    """Python ``re`` on bytes: ASCII and raw bytes live in ``mask``, the rest is UTF-8."""
+
+    name = "bytes"
+    _ESCAPES: ClassVar[dict[str, int]] = {
+        "d": _mask_of(ECMA_DIGIT),
+        "w": _mask_of(ECMA_WORD),
+        "s": _mask_of(ECMA_SPACE & _ASCII),
+    }
+
+    def _split(self, cps: CodepointSet, mask: int = 0) -> _Set:
+        return _Set(cps & _NON_ASCII, mask | _mask_of(cps & _ASCII))
+
+    def char_set(self, c: _Char) -> _Set:
+        return _Set(mask=1 << c.value) if c.is_byte else self._split(CodepointSet.of(c.value))
+
+    def range_set(self, lo: _Char, hi: _Char) -> _Set | None:
+        if (lo.is_byte or lo.value < 0x80) and (hi.is_byte or hi.value < 0x80):
+            return _Set(mask=((1 << (hi.value + 1)) - 1) ^ ((1 << lo.value) - 1))
+        if lo.is_byte or hi.is_byte:
+            return None  # a raw byte above 0x7F and a non-ASCII character
+        return self._split(CodepointSet([(lo.value, hi.value)]))
+
+    def escape_set(self, letter: str) -> _Set:
+        mask = self._ESCAPES[letter.lower()]
+        return _Set(mask=ALL_BYTES ^ mask if letter.isupper() else mask)
+
+    def hex_char(self, value: int) -> _Char:
+        return _Char(value, is_byte=True)
+
+    def dot(self) -> _Set:
+        return _Set(mask=ALL_BYTES ^ (1 << 0x0A))
+
+    def negate(self, s: _Set) -> _Set | None:
+        return None if s.cps else _Set(mask=ALL_BYTES ^ s.mask)
+
+    def fold(self, s: _Set) -> _Set:
+        m = s.mask
+        return _Set(s.cps, m | (m & _UPPER_MASK) << 0x20 | (m & _LOWER_MASK) >> 0x20)
+
+    def lower(self, s: _Set) -> Expr:
+        return alt(Bytes(s.mask) if s.mask else NOTHING, s.cps.to_ir())
+
+
+_Dialect = _UnicodeDialect | _BytesDialect
+_DIALECTS: dict[str, _Dialect] = {"unicode": _UnicodeDialect(), "bytes": _BytesDialect()}
+
+
+# ---------------------------------------------------------------- the parser
+
+_CONTROL_ESCAPES = {"n": 0x0A, "t": 0x09, "r": 0x0D, "f": 0x0C, "v": 0x0B, "a": 0x07}
+_CLASS_ESCAPES = frozenset("dDwWsS")
+_HEX = frozenset("0123456789abcdefABCDEF")
+_LOOKAROUND = {
+    "?=": "lookahead (?=...)",
+    "?!": "negative lookahead (?!...)",
+    "?<=": "lookbehind (?<=...)",
+    "?<!": "negative lookbehind (?<!...)",
+    "?>": "atomic group (?>...)",
+    "?(": "conditional group (?(...)...)",
+    "?P=": "backreference (?P=name)",
+    "?P>": "recursive group (?P>name)",
+}
+_ASSERTION_ESCAPES = {
+    "b": "word boundary \\b",
+    "B": "word boundary \\B",
+    "k": "named backreference \\k<name>",
+}
+_UNSUPPORTED_ESCAPES = {
+    "p": "Unicode property escape \\p{...}",
+    "P": "Unicode property escape \\P{...}",
+    "N": "named character escape \\N{...}",
+}
+_FLAG_LETTERS = frozenset("aiLmsux-")
+_SourceError = GrammarSyntaxError | UnsupportedFeatureError
+
+
+@dataclass
+class _Frame:
+    """An open group: the finished alternatives and the items of the current one."""
+
+    start: int
+    alts: list[Expr] = field(default_factory=list)
+    items: list[Expr] = field(default_factory=list)
+
+    def next_alternative(self) -> None:
+        self.alts.append(seq(*self.items))
+        self.items = []
+
+    def finish(self) -> Expr:
+        return alt(*self.alts, seq(*self.items))
+
+
+class _Parser:
+    def __init__(
+        self, src: str, dialect: _Dialect, source_name: str, max_nesting: int, max_repeat: int
+    ):
+        self.src = src
+        self.dialect = dialect
+        self.source_name = source_name
+        self.max_nesting = max_nesting
+        self.max_repeat = max_repeat
+        self.pos = 0
+        self.icase = False
+        self.names: set[str] = set()
+        self.stack: list[_Frame] = [_Frame(0)]
+
+    # ------------------------------------------------------------ helpers
+
+    def _span(self, offset: int) -> Span:
+        return Span.at(self.src, offset, self.source_name)
+
+    def _syntax(self, reason: str, offset: int) -> GrammarSyntaxError:
+        return GrammarSyntaxError(reason, self._span(offset))
+
+    def _unsupported(self, feature: str, offset: int) -> UnsupportedFeatureError:
+        return UnsupportedFeatureError(feature, self._span(offset))
+
+    def _peek(self, k: int = 0) -> str:
+        i = self.pos + k
+        return self.src[i] if i < len(self.src) else ""
+
+    def _eat(self, text: str) -> bool:
+        if self.src.startswith(text, self.pos):
+            self.pos += len(text)
+            return True
+        return False
+
+    # ------------------------------------------------------------ structure
+
+    def parse(self) -> Expr:
+        if self.src.startswith("(?i)"):
+            self.icase, self.pos = True, 4
+        while self.pos < len(self.src):
+            self._step()
+        if len(self.stack) > 1:
+            raise self._syntax("missing ), unterminated group", self.stack[-1].start)
+        return self.stack[0].finish()
+
+    def _step(self) -> None:
+        c = self.src[self.pos]
+        handler = _HANDLERS.get(c)
+        if handler is not None:
+            handler(self)
+        else:
+            self._char_atom(self.pos)
+
+    def _push(self, expr: Expr, start: int) -> None:
+        self.stack[-1].items.append(self._quantified(expr, start))
+
+    def _open_group(self) -> None:
+        start = self.pos
+        self.pos += 1
+        if self._peek() == "?" and not self._group_extension(start):
+            return
+        if len(self.stack) > self.max_nesting:
+            hint = f"group at {self._span(start)}"
+            raise LimitExceededError("max_nesting", len(self.stack), self.max_nesting, hint)
+        self.stack.append(_Frame(start))
+
+    def _close_group(self) -> None:
+        if len(self.stack) == 1:
+            raise self._syntax("unbalanced parenthesis", self.pos)
+        frame = self.stack.pop()
+        self.pos += 1
+        self._push(frame.finish(), frame.start)
+
+    def _bar(self) -> None:
+        self.pos += 1
+        self.stack[-1].next_alternative()
+
+    def _anchor_start(self, width: int, name: str) -> None:
+        if len(self.stack) > 1 or self.stack[-1].items:
+            raise self._unsupported(
+                f"anchor {name} that is not at the start of the pattern", self.pos
+            )
+        self.pos += width
+
+    def _anchor_end(self, width: int, name: str) -> None:
+        after = self.pos + width
+        if len(self.stack) > 1 or self.src[after : after + 1] not in ("", "|"):
+            raise self._unsupported(
+                f"anchor {name} that is not at the end of the pattern", self.pos
+            )
+        self.pos = after
+
+    # ------------------------------------------------------------ group extensions
+
+    def _group_extension(self, start: int) -> bool:
+        """Parse what follows ``(?``; True when a group frame is to be opened."""
+        for prefix, feature in _LOOKAROUND.items():
+            if self.src.startswith(prefix, self.pos):
+                raise self._unsupported(feature, start)
+        if self._eat("?:"):
+            return True
+        if self._eat("?P<") or self._eat("?<"):
+            self._group_name(start)
+            return True
+        if self._eat("?#"):
+            self._skip_comment(start)
+            return False
+        raise self._flags_error(start)
+
+    def _group_name(self, start: int) -> None:
+        end = self.src.find(">", self.pos)
+        if end < 0:
+            raise self._syntax("missing >, unterminated group name", start)
+        name = self.src[self.pos : end]
+        if not name.isidentifier():
+            raise self._syntax(f"bad group name {name!r}", self.pos)
+        if name in self.names:
+            raise self._syntax(f"redefinition of group name {name!r}", self.pos)
+        self.names.add(name)
+        self.pos = end + 1
+
+    def _skip_comment(self, start: int) -> None:
+        end = self.src.find(")", self.pos)
+        if end < 0:
+            raise self._syntax("missing ), unterminated comment", start)
+        self.pos = end + 1
+
+    def _flags_error(self, start: int) -> _SourceError:
+        j = self.pos + 1
+        while j < len(self.src) and self.src[j] in _FLAG_LETTERS:
+            j += 1
+        if j > self.pos + 1 and self.src[j : j + 1] in (")", ":"):
+            flags = self.src[start : j + 1]
+            if flags == "(?i)":
+                return self._unsupported("inline flags (?i) that are not at the start", start)
+            return self._unsupported(f"inline flags {flags}", start)
+        return self._syntax(f"unknown group extension {self.src[start : self.pos + 2]!r}", start)
+
+    # ------------------------------------------------------------ quantifiers
+
+    def _quantified(self, expr: Expr, start: int) -> Expr:
+        bounds = self._quantifier()
+        if bounds is None:
+            return expr
+        if not self._eat("?") and self._peek() == "+":
+            raise self._unsupported("possessive quantifier", self.pos)
+        if self._quantifier_at(self.pos):
+            raise self._syntax("multiple repeat", self.pos)
+        return repeat(expr, *bounds)
+
+    def _quantifier(self) -> tuple[int, int | None] | None:
+        c = self._peek()
+        simple = {"*": (0, None), "+": (1, None), "?": (0, 1)}.get(c)
+        if simple is not None:
+            self.pos += 1
+            return simple
+        return self._counted() if c == "{" else None
+
+    def _quantifier_at(self, i: int) -> bool:
+        c = self.src[i : i + 1]
+        return c in ("*", "+", "?") or (c == "{" and self._scan_counted(i) is not None)
+
+    def _scan_counted(self, i: int) -> tuple[str, str, int] | None:
+        """``{m}``, ``{m,}``, ``{m,n}`` or ``{,n}`` at ``i`` as (m, n, end); None: not one."""
+        lo, j = self._digits(i + 1)
+        hi, comma = lo, self.src.startswith(",", j)
+        if comma:
+            hi, j = self._digits(j + 1)
+        if not self.src.startswith("}", j) or (lo == "" and not comma):
+            return None
+        return lo, hi, j + 1
+
+    def _digits(self, i: int) -> tuple[str, int]:
+        j = i
+        while j < len(self.src) and self.src[j] in "0123456789":
+            j += 1
+        return self.src[i:j], j
+
+    def _counted(self) -> tuple[int, int | None] | None:
+        scanned = self._scan_counted(self.pos)
+        if scanned is None:
+            return None
+        start = self.pos
+        lo_text, hi_text, self.pos = scanned
+        lo = self._bound(lo_text or "0", start)
+        hi = None if hi_text == "" else self._bound(hi_text, start)
+        if hi is not None and hi < lo:
+            raise self._syntax("min repeat greater than max repeat", start)
+        return lo, hi
+
+    def _bound(self, digits: str, start: int) -> int:
+        digits = digits.lstrip("0") or "0"
+        value = int(digits) if len(digits) <= 18 else 10**18
+        if value > self.max_repeat:
+            hint = f"counted repetition at {self._span(start)}"
+            raise LimitExceededError("max_repeat", value, self.max_repeat, hint)
+        return value
+
+    def _nothing_to_repeat(self) -> None:
+        raise self._syntax("nothing to repeat", self.pos)
+
+    def _brace(self) -> None:
+        if self._scan_counted(self.pos) is not None:
+            self._nothing_to_repeat()
+        self._char_atom(self.pos)
+
+    # ------------------------------------------------------------ atoms
+
+    def _char_atom(self, start: int) -> None:
+        self.pos += 1
+        self._push(self._set_expr(self._single(_Char(ord(self.src[start])), start)), start)
+
+    def _dot(self) -> None:
+        start = self.pos
+        self.pos += 1
+        self._push(self.dialect.lower(self.dialect.dot()), start)
+
+    def _class_atom(self) -> None:
+        start = self.pos
+        self._push(self.dialect.lower(self._class()), start)
+
+    def _escape_atom(self) -> None:
+        start = self.pos
+        c = self._peek(1)
+        if c in _ASSERTION_ESCAPES:
+            raise self._unsupported(_ASSERTION_ESCAPES[c], start)
+        if c in ("A", "Z", "z"):
+            anchor = self._anchor_start if c == "A" else self._anchor_end
+            return anchor(2, f"\\{c}")
+        if c != "" and c in "123456789":
+            raise self._unsupported(f"backreference \\{c}", start)
+        unit = self._escape(in_class=False)
+        self._push(self._set_expr(self._single(unit, start)), start)
+
+    def _set_expr(self, s: _Set) -> Expr:
+        return self.dialect.lower(self.dialect.fold(s) if self.icase else s)
+
+    def _single(self, unit: _Char | _Set, start: int) -> _Set:
+        if isinstance(unit, _Set):
+            return unit
+        if not unit.is_byte and SURROGATE_LO <= unit.value <= SURROGATE_HI:
+            raise self._unsupported(
+                f"lone surrogate U+{unit.value:04X} (not encodable in UTF-8)", start
+            )
+        return self.dialect.char_set(unit)
+
+    # ------------------------------------------------------------ classes
+
+    def _class(self) -> _Set:
+        start = self.pos
+        self.pos += 1
+        negate = self._eat("^")
+        acc = _Set()
+        while not self._eat("]"):
+            if self.pos >= len(self.src):
+                raise self._syntax("unterminated character class", start)
+            acc = acc | self._class_item()
+        if self.icase:
+            acc = self.dialect.fold(acc)
+        return self._negated(acc, start) if negate else acc
+
+    def _negated(self, acc: _Set, start: int) -> _Set:
+        negated = self.dialect.negate(acc)
+        if negated is None:
+            feature = "negated class with non-ASCII characters in the bytes dialect"
+            raise self._unsupported(feature, start)
+        return negated
+
+    def _class_item(self) -> _Set:
+        start = self.pos
+        lo = self._class_unit()
+        if self._peek() != "-" or self._peek(1) in ("]", ""):
+            return self._single(lo, start)
+        self.pos += 1
+        hi = self._class_unit()
+        text = self.src[start : self.pos]
+        if isinstance(lo, _Set) or isinstance(hi, _Set) or lo.value > hi.value:
+            raise self._syntax(f"bad character range {text}", start)
+        result = self.dialect.range_set(lo, hi)
+        if result is None:
+            raise self._syntax(
+                f"bad character range {text}: mixes a raw byte and a character", start
+            )
+        return result
+
+    def _class_unit(self) -> _Char | _Set:
+        if self._peek() == "\\":
+            return self._escape(in_class=True)
+        self.pos += 1
+        return _Char(ord(self.src[self.pos - 1]))
+
+    # ------------------------------------------------------------ escapes
+
+    def _escape(self, in_class: bool) -> _Char | _Set:
+        start = self.pos
+        c = self._peek(1)
+        if c == "":
+            raise self._syntax("trailing backslash", start)
+        self.pos += 2
+        if c in _CLASS_ESCAPES:
+            return self.dialect.escape_set(c)
+        if c in _CONTROL_ESCAPES or (in_class and c == "b"):
+            return _Char(_CONTROL_ESCAPES.get(c, 0x08))
+        if c in _ESCAPE_HANDLERS:
+            return _ESCAPE_HANDLERS[c](self, start)
+        if c in _UNSUPPORTED_ESCAPES:
+            raise self._unsupported(_UNSUPPORTED_ESCAPES[c], start)
+        if c.isascii() and c.isalnum():
+            raise self._syntax(f"bad escape \\{c}", start)
+        return _Char(ord(c))
+
+    def _zero(self, start: int) -> _Char:
+        if self._peek() != "" and self._peek() in "0123456789":
+            raise self._unsupported("octal escape", start)
+        return _Char(0)
+
+    def _hex_escape(self, start: int) -> _Char:
+        return self.dialect.hex_char(self._hex(2, start))
+
+    def _hex(self, n: int, start: int) -> int:
+        digits = self.src[self.pos : self.pos + n]
+        if len(digits) < n or not set(digits) <= _HEX:
+            raise self._syntax(f"incomplete escape {self.src[start : self.pos + n]}", start)
+        self.pos += n
+        return int(digits, 16)
+
+    def _u_escape(self, start: int) -> _Char:
+        if self._eat("{"):
+            return _Char(self._braced_hex(start))
+        value = self._hex(4, start)
+        if 0xD800 <= value <= 0xDBFF and self._low_surrogate_ahead():
+            low = int(self.src[self.pos + 2 : self.pos + 6], 16)
+            self.pos += 6
+            value = 0x10000 + ((value - 0xD800) << 10) + (low - 0xDC00)
+        return _Char(value)
+
+    def _low_surrogate_ahead(self) -> bool:
+        text = self.src[self.pos : self.pos + 6]
+        if len(text) < 6 or text[:2] != "\\u" or not set(text[2:]) <= _HEX:
+            return False
+        return 0xDC00 <= int(text[2:], 16) <= 0xDFFF
+
+    def _braced_hex(self, start: int) -> int:
+        end = self.src.find("}", self.pos)
+        digits = self.src[self.pos : end] if end >= 0 else ""
+        if not digits or not set(digits) <= _HEX or int(digits, 16) > 0x10FFFF:
+            raise self._syntax(
+                "bad escape \\u{...}: expected 1 to 6 hex digits up to 10FFFF", start
+            )
+        self.pos = end + 1
+        return int(digits, 16)
+
+    def _big_u_escape(self, start: int) -> _Char:
+        value = self._hex(8, start)
+        if value > 0x10FFFF:
+            raise self._syntax(f"bad escape {self.src[start : self.pos]}: above U+10FFFF", start)
+        return _Char(value)
+
+    def _control_escape(self, start: int) -> _Char:
+        c = self._peek()
+        if not (c.isascii() and c.isalpha()):
+            raise self._syntax("bad escape \\c: expected a letter", start)
+        self.pos += 1
+        return _Char(ord(c) % 32)
+
+
+_HANDLERS = {
+    "(": _Parser._open_group,
+    ")": _Parser._close_group,
+    "|": _Parser._bar,
+    "^": lambda p: p._anchor_start(1, "^"),
+    "$": lambda p: p._anchor_end(1, "$"),
+    "*": _Parser._nothing_to_repeat,
+    "+": _Parser._nothing_to_repeat,
+    "?": _Parser._nothing_to_repeat,
+    "{": _Parser._brace,
+    "[": _Parser._class_atom,
+    ".": _Parser._dot,
+    "\\": _Parser._escape_atom,
+}
+
+_ESCAPE_HANDLERS = {
+    "0": _Parser._zero,
+    "x": _Parser._hex_escape,
+    "u": _Parser._u_escape,
+    "U": _Parser._big_u_escape,
+    "c": _Parser._control_escape,
+}
