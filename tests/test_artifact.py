@@ -147,3 +147,14 @@ def test_runtime_modules_never_import_the_compiler():
     for path in runtime.rglob("*.py"):
         text = path.read_text()
         assert "gramc.compiler" not in text and "gramc.api" not in text, path
+
+
+def test_spec_documents_every_artifact_array_and_key(art):
+    from pathlib import Path
+
+    spec = (Path(__file__).resolve().parents[1] / "docs" / "format" / "gmask-v1.md").read_text()
+    meta, arrays = art.to_arrays()
+    for name in arrays:
+        assert f"`{name}`" in spec, name
+    for key in meta:
+        assert f"`{key}`" in spec, key

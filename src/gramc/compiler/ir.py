@@ -7,7 +7,8 @@ sub-expressions are stored once.
 
 Leaves are byte classes (:class:`Bytes`, a 256-bit set), :data:`EMPTY`, :data:`NOTHING`,
 rule references (:class:`Ref`) and special-token terminals (:class:`Token`, matched by token
-id, never by bytes; :class:`TokenName` until the name is resolved against a vocabulary). Unicode is lowered to UTF-8 byte sequences before it reaches the IR.
+id, never by bytes; :class:`TokenName` until the name is resolved against a vocabulary).
+Unicode is lowered to UTF-8 byte sequences before it reaches the IR.
 
 Build nodes with the smart constructors (:func:`seq`, :func:`alt`, :func:`repeat`,
 :func:`byte_class`, :func:`literal`), which flatten and simplify as they go:
