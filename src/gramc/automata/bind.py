@@ -45,17 +45,27 @@ def _expand(counts: np.ndarray, starts: np.ndarray) -> tuple[np.ndarray, np.ndar
     return owner, starts[owner] + (np.arange(total) - first[owner])
 
 
-def _walk(dfa: DFATable, trie: TokenTrie, states: np.ndarray):
-    """(row, token, next state, depth) of every token allowed from ``states``."""
+def walk_trie(delta: np.ndarray, byte_class: np.ndarray, trie: TokenTrie, states: np.ndarray,
+              marker: np.ndarray | None = None):
+    """Walk every token from each of ``states`` through the automaton ``delta``.
+
+    Returns ``(emits, hits)``: ``emits`` lists ``(row, token, next state, depth)`` arrays of
+    the tokens read to their end without dying; ``hits`` (only with a ``marker`` array over
+    states) lists ``(row, tok_lo, tok_hi)`` arrays: a marked state was reached after a proper
+    prefix shared by the tokens at sorted positions ``tok_lo..tok_hi``.
+    """
     origin = np.arange(len(states))
     state = states.astype(np.int64)
     node = np.zeros(len(states), dtype=np.int64)
-    out = []
+    emits, hits = [], []
+    if marker is not None:
+        at_root = np.flatnonzero(marker[state])
+        hits.append((at_root, np.zeros(len(at_root), np.int64), np.full(len(at_root), len(trie.sorted_ids))))
     for depth, level in enumerate(trie.levels, start=1):
         owner, child = _expand(level.child_count[node], level.child_start[node])
         if not len(child):
             break
-        nxt = dfa.delta[state[owner], dfa.byte_class[level.byte[child]]]
+        nxt = delta[state[owner], byte_class[level.byte[child]]]
         alive = nxt != DEAD
         origin, state, node = origin[owner][alive], nxt[alive].astype(np.int64), child[alive]
         if not len(node):
@@ -63,8 +73,11 @@ def _walk(dfa: DFATable, trie: TokenTrie, states: np.ndarray):
         t_owner, t_index = _expand(level.term_count[node], level.term_start[node])
         if len(t_index):
             tokens = level.term_ids[t_index]
-            out.append((origin[t_owner], tokens, state[t_owner], np.full(len(tokens), depth)))
-    return out
+            emits.append((origin[t_owner], tokens, state[t_owner], np.full(len(tokens), depth)))
+        if marker is not None:
+            m = marker[state]
+            hits.append((origin[m], level.tok_lo[node[m]], level.tok_hi[node[m]]))
+    return emits, hits
 
 
 def _special_tokens(dfa: DFATable, states: np.ndarray):
@@ -99,7 +112,8 @@ def bind_states(dfa: DFATable, trie: TokenTrie, states, forced_len: np.ndarray |
     parts = []
     for lo in range(0, len(states), STATE_CHUNK):
         chunk = states[lo : lo + STATE_CHUNK]
-        for rows, tokens, nxt, depth in _walk(dfa, trie, chunk) + _special_tokens(dfa, chunk):
+        emits, _ = walk_trie(dfa.delta, dfa.byte_class, trie, chunk)
+        for rows, tokens, nxt, depth in emits + _special_tokens(dfa, chunk):
             parts.append((rows + lo, tokens, nxt, depth))
     if parts:
         rows, tokens, nxt, depth = (np.concatenate(p) for p in zip(*parts))

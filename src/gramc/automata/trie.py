@@ -33,6 +33,9 @@ class Level:
         term_count: int64 ``[n]`` how many tokens end at each node (several ids may share
             the same bytes).
         term_ids: int32 token ids ending at this level, grouped by node.
+        tok_lo: int64 ``[n]`` the node's sub-tree as a range ``tok_lo..tok_hi`` of positions
+            in :attr:`TokenTrie.sorted_ids` (tokens sharing a prefix are contiguous there).
+        tok_hi: int64 ``[n]``.
     """
 
     byte: np.ndarray
@@ -41,6 +44,8 @@ class Level:
     term_start: np.ndarray
     term_count: np.ndarray
     term_ids: np.ndarray
+    tok_lo: np.ndarray
+    tok_hi: np.ndarray
 
 
 @dataclass(frozen=True, eq=False)
@@ -49,6 +54,7 @@ class TokenTrie:
 
     vocab_size: int
     levels: tuple[Level, ...]  # levels[0] is depth 1
+    sorted_ids: np.ndarray  # int32: the byte-matched token ids in byte order
 
     @property
     def n_nodes(self) -> int:
@@ -78,6 +84,8 @@ class TokenTrie:
             parent = node[sel[new]]
             count = np.bincount(parent, minlength=n_prev).astype(np.int64)
             ends = lens[sel] == d
+            last = np.ones(len(sel), dtype=bool)
+            last[:-1] = new[1:]
             term_nodes = nid[ends]
             term_count = np.bincount(term_nodes, minlength=len(parent)).astype(np.int64)
             levels.append(
@@ -88,11 +96,13 @@ class TokenTrie:
                     term_start=np.cumsum(term_count) - term_count,
                     term_count=term_count,
                     term_ids=ids[sel[ends]],
+                    tok_lo=sel[new].astype(np.int64),
+                    tok_hi=sel[last].astype(np.int64) + 1,
                 )
             )
             node[sel] = nid
             n_prev = len(parent)
-        return cls(vocab_size=vocab.size, levels=tuple(levels))
+        return cls(vocab_size=vocab.size, levels=tuple(levels), sorted_ids=ids)
 
 
 _TRIE_CACHE: dict[str, TokenTrie] = {}

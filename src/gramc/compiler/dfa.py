@@ -39,11 +39,16 @@ def byte_classes(masks: set[int]) -> np.ndarray:
     return order[ids].astype(np.uint8)
 
 
-def _subset_construction(nfa: NFA, classes: np.ndarray, limits: Limits, deadline: Deadline):
-    """Reachable subsets of the NFA as DFA rows (lists of target ids per column)."""
+def _subset_construction(nfa: NFA, classes: np.ndarray, token_ids: list[int], n_calls: int,
+                         limits: Limits, deadline: Deadline):
+    """Reachable subsets of the NFA as a dense table.
+
+    Columns: the byte classes, then one per id of ``token_ids``, then one per call target
+    ``0..n_calls-1``.
+    """
     n_classes = int(classes.max()) + 1
-    token_ids = sorted({t for t in nfa.tok if t >= 0})
     token_col = {t: n_classes + i for i, t in enumerate(token_ids)}
+    call_base = n_classes + len(token_ids)
     mask_cols: dict[int, list[int]] = {}
     for mask in set(nfa.cls) - {0}:
         mask_cols[mask] = np.unique(classes[mask_members(mask) == 1]).tolist()
@@ -64,6 +69,8 @@ def _subset_construction(nfa: NFA, classes: np.ndarray, limits: Limits, deadline
                     moves.setdefault(c, set()).add(nfa.nxt[s])
             elif nfa.tok[s] >= 0:
                 moves.setdefault(token_col[nfa.tok[s]], set()).add(nfa.nxt[s])
+            elif nfa.call[s] >= 0:
+                moves.setdefault(call_base + nfa.call[s], set()).add(nfa.nxt[s])
         for col, targets in moves.items():
             target = nfa.closure(targets)
             if target not in index:
@@ -77,11 +84,11 @@ def _subset_construction(nfa: NFA, classes: np.ndarray, limits: Limits, deadline
                     deadline.check()
             row[col] = index[target]
     limits.check("max_dfa_states", len(subsets))
-    delta = np.zeros((len(rows), n_classes + len(token_ids)), dtype=np.int32)
+    delta = np.zeros((len(rows), call_base + n_calls), dtype=np.int32)
     for s, row in enumerate(rows):
         for col, t in row.items():
             delta[s, col] = t
-    return delta, np.array(accepting, dtype=bool), np.array(token_ids, dtype=np.int32)
+    return delta, np.array(accepting, dtype=bool)
 
 
 def minimize(delta: np.ndarray, accept: np.ndarray, deadline: Deadline) -> np.ndarray:
@@ -129,7 +136,7 @@ def canonical(delta: np.ndarray, accept: np.ndarray, block: np.ndarray, start: i
     return new_delta, q_accept[old], (1 if start_block != dead_block else DEAD)
 
 
-def _drop_unused_columns(delta: np.ndarray, classes: np.ndarray, n_byte_classes: int):
+def merge_byte_columns(delta: np.ndarray, classes: np.ndarray, n_byte_classes: int):
     """Merge byte classes whose columns became identical after minimisation."""
     byte_cols = delta[:, :n_byte_classes]
     _, first, inverse = np.unique(byte_cols, axis=1, return_index=True, return_inverse=True)
@@ -140,14 +147,21 @@ def _drop_unused_columns(delta: np.ndarray, classes: np.ndarray, n_byte_classes:
     return np.ascontiguousarray(new_delta, dtype=np.int32), inverse[classes].astype(np.uint8)
 
 
+def determinize(nfa: NFA, classes: np.ndarray, token_ids: list[int], n_calls: int,
+                limits: Limits, deadline: Deadline) -> tuple[np.ndarray, np.ndarray, int]:
+    """The canonical minimal DFA of ``nfa`` over fixed columns: (delta, accept, start)."""
+    delta, accept = _subset_construction(nfa, classes, token_ids, n_calls, limits, deadline)
+    block = minimize(delta, accept, deadline)
+    return canonical(delta, accept, block, start=1)
+
+
 def build_dfa(grammar: Grammar, limits: Limits = DEFAULT_LIMITS) -> DFATable:
     """The canonical minimal DFA of a non-recursive grammar."""
     deadline = Deadline(limits.max_compile_seconds)
     nfa = build_nfa(grammar, limits)
     classes = byte_classes(set(nfa.cls) - {0})
-    delta, accept, token_ids = _subset_construction(nfa, classes, limits, deadline)
-    block = minimize(delta, accept, deadline)
-    delta, accept, start = canonical(delta, accept, block, start=1)
-    n_byte_classes = int(classes.max()) + 1
-    delta, classes = _drop_unused_columns(delta, classes, n_byte_classes)
-    return DFATable(delta=delta, byte_class=classes, token_ids=token_ids, accept=accept, start=start)
+    token_ids = sorted({t for t in nfa.tok if t >= 0})
+    delta, accept, start = determinize(nfa, classes, token_ids, 0, limits, deadline)
+    delta, classes = merge_byte_columns(delta, classes, int(classes.max()) + 1)
+    return DFATable(delta=delta, byte_class=classes, token_ids=np.array(token_ids, dtype=np.int32),
+                    accept=accept, start=start)

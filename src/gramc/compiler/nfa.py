@@ -1,9 +1,11 @@
 """Thompson NFA over bytes (and special-token edges), built from the IR.
 
 States are integers; each is one of: a byte edge (a 256-bit class and one target), a token
-edge (a special-token id and one target), an epsilon split (a list of targets), or the single
-accepting state. Rule references are inlined, so only non-recursive grammars can be lowered
-here; recursive grammars become PDAs (see DESIGN.md).
+edge (a special-token id and one target), a call edge (a rule number and one target: the
+rule is entered there and returns to the target), an epsilon split (a list of targets), or
+the single accepting state. References to rules listed as ``calls`` become call edges; all
+other references are inlined, and inlining a rule into itself is an error (recursion needs
+call edges: the PDA backend).
 """
 
 from __future__ import annotations
@@ -17,10 +19,11 @@ from gramc.limits import DEFAULT_LIMITS, Limits
 
 @dataclass
 class NFA:
-    """A Thompson NFA. ``cls[s]`` is 0 and ``tok[s]`` is -1 where they do not apply."""
+    """A Thompson NFA. ``cls[s]`` is 0, ``tok[s]`` and ``call[s]`` -1 where they do not apply."""
 
     cls: list[int] = field(default_factory=list)
     tok: list[int] = field(default_factory=list)
+    call: list[int] = field(default_factory=list)
     nxt: list[int] = field(default_factory=list)
     eps: list[tuple[int, ...]] = field(default_factory=list)
     start: int = -1
@@ -51,16 +54,18 @@ class NFA:
 class _Builder:
     """Builds an NFA back to front: ``build(expr, out)`` returns the entry state."""
 
-    def __init__(self, grammar: Grammar, limits: Limits):
+    def __init__(self, grammar: Grammar, limits: Limits, calls: dict[str, int]):
         self.nfa = NFA()
         self.grammar = grammar
         self.limits = limits
+        self.calls = calls
         self.inlining: list[str] = []
 
-    def add(self, cls: int = 0, tok: int = -1, nxt: int = -1, eps: tuple[int, ...] = ()) -> int:
+    def add(self, cls: int = 0, tok: int = -1, nxt: int = -1, eps: tuple[int, ...] = (), call: int = -1) -> int:
         n = self.nfa
         n.cls.append(cls)
         n.tok.append(tok)
+        n.call.append(call)
         n.nxt.append(nxt)
         n.eps.append(eps)
         if len(n.nxt) % 4096 == 0:
@@ -81,6 +86,8 @@ class _Builder:
         if isinstance(e, Token):
             return self.add(tok=e.id, nxt=out)
         if isinstance(e, Ref):
+            if e.name in self.calls:
+                return self.add(call=self.calls[e.name], nxt=out)
             return self.build_ref(e.name, out)
         if e is EMPTY:
             return out
@@ -115,9 +122,13 @@ class _Builder:
             self.inlining.pop()
 
 
-def build_nfa(grammar: Grammar, limits: Limits = DEFAULT_LIMITS) -> NFA:
-    """The Thompson NFA of a non-recursive grammar (rule references are inlined)."""
-    b = _Builder(grammar, limits)
+def build_nfa(grammar: Grammar, limits: Limits = DEFAULT_LIMITS, calls: dict[str, int] | None = None) -> NFA:
+    """The Thompson NFA of the grammar's start rule.
+
+    References to the rules in ``calls`` (name -> rule number) become call edges; all other
+    references are inlined.
+    """
+    b = _Builder(grammar, limits, calls or {})
     accept = b.add()
     b.nfa.accept = accept
     b.nfa.start = b.build_ref(grammar.start, accept)

@@ -102,9 +102,10 @@ class Artifact:
 
     def matcher(self, max_rollback: int = 16):
         """A fresh :class:`~gramc.runtime.matcher.Matcher` at the start of the grammar."""
-        from gramc.runtime.matcher import Matcher
+        from gramc.runtime.matcher import DFAMatcher
 
-        return Matcher(self, max_rollback=max_rollback)
+        self.token_table  # raises for an unbound artifact
+        return DFAMatcher(self, max_rollback=max_rollback)
 
     # ------------------------------------------------------------ serialisation
 

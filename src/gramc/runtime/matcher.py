@@ -1,22 +1,21 @@
 """The per-sequence matcher a decoder drives: masks, commits, rollback, fork.
 
-A :class:`Matcher` is a DFA state plus a bounded history. Every query is a table lookup in
-the artifact's :class:`~gramc.runtime.token_table.TokenTable`, so ``mask()``,
-``fill_bitmask()`` and ``commit_token()`` cost O(1) (plus a copy of one mask row).
+:class:`Matcher` holds a parse state and a bounded history of earlier states; everything a
+decoder calls is defined here once, on top of a few primitives that each automaton kind
+supplies: :class:`DFAMatcher` (a state number: every query is a table lookup) and
+``PDAMatcher`` in :mod:`gramc.runtime.pda_matcher` (an Earley chart).
 """
 
 from __future__ import annotations
 
 from collections import deque
-from typing import TYPE_CHECKING, Iterable
+from typing import Any, Iterable
 
 import numpy as np
 
 from gramc.automata.tables import DEAD
 from gramc.errors import GramcError
-
-if TYPE_CHECKING:
-    from gramc.runtime.artifact import Artifact
+from gramc.runtime.bitmask import n_words, unpack_row
 
 
 class Matcher:
@@ -24,47 +23,72 @@ class Matcher:
 
     Invalid commits are refused (they return False and leave the state as it was).
     End-of-sequence tokens are allowed exactly when the output so far is complete; committing
-    one terminates the matcher.
+    one ends the matcher.
+
+    Subclasses provide the parse-state primitives: ``_start()``, ``_words(state)``,
+    ``_step_token(state, t)``, ``_step_bytes(state, data)``, ``_complete(state)`` and
+    ``_forced(state)``; states are immutable values.
     """
 
-    __slots__ = ("_artifact", "_table", "_state", "_ended", "_history", "max_rollback")
+    __slots__ = ("_artifact", "_state", "_ended", "_history", "max_rollback", "vocab_size",
+                 "_eos", "__weakref__")
 
-    def __init__(self, artifact: "Artifact", max_rollback: int = 16):
+    def __init__(self, artifact: Any, max_rollback: int = 16):
         if max_rollback < 0:
             raise ValueError("max_rollback must be >= 0")
         self._artifact = artifact
-        self._table = artifact.token_table
         self.max_rollback = max_rollback
-        self._history: deque[tuple[int, bool]] = deque(maxlen=max_rollback)
-        self._state = artifact.dfa.start
+        self.vocab_size: int = artifact.vocab.size
+        self._eos = frozenset(artifact.vocab.eos_ids)
+        self._history: deque[tuple[Any, bool]] = deque(maxlen=max_rollback)
+        self._state = self._start()
         self._ended = False
 
-    # ------------------------------------------------------------ masks
+    # ------------------------------------------------------------ primitives
 
-    @property
-    def vocab_size(self) -> int:
-        return self._table.vocab_size
+    def _start(self) -> Any:
+        raise NotImplementedError
+
+    def _words(self, state: Any) -> np.ndarray:
+        raise NotImplementedError
+
+    def _step_token(self, state: Any, token: int) -> Any | None:
+        raise NotImplementedError
+
+    def _step_bytes(self, state: Any, data: bytes) -> Any | None:
+        raise NotImplementedError
+
+    def _complete(self, state: Any) -> bool:
+        raise NotImplementedError
+
+    def _forced(self, state: Any) -> list[int]:
+        raise NotImplementedError
+
+    def _bool_mask(self, state: Any, size: int) -> np.ndarray:
+        return unpack_row(self._words(state), size)
+
+    # ------------------------------------------------------------ masks
 
     def mask(self, size: int | None = None) -> np.ndarray:
         """Bool mask of allowed token ids, of length ``size`` (default: the vocabulary size).
 
         Ids at or past the vocabulary size are never allowed, so ``size`` may be the width of
-        a model's logits. The array is cached and read-only; copy it to modify it.
+        a model's logits. The array may be cached and shared: it is read-only.
         """
         size = self.vocab_size if size is None else size
         if self._ended:
             return np.zeros(size, dtype=bool)
-        return self._table.mask(self._state, size)
+        return self._bool_mask(self._state, size)
 
     def fill_bitmask(self, out: np.ndarray) -> None:
         """Write the packed mask (see :mod:`gramc.runtime.bitmask`) into a uint32/int32 row."""
-        n = self._table.n_words
+        n = n_words(self.vocab_size)
         if out.ndim != 1 or out.shape[0] < n or out.dtype.itemsize != 4:
             raise ValueError(f"need a 1-d 32-bit array of at least {n} words, got {out.dtype}{out.shape}")
         if self._ended:
             out.fill(0)
             return
-        np.copyto(out[:n], self._table.words(self._state).view(out.dtype))
+        np.copyto(out[:n], self._words(self._state).view(out.dtype))
         if out.shape[0] > n:
             out[n:] = 0
 
@@ -76,22 +100,27 @@ class Matcher:
 
     def is_complete(self) -> bool:
         """Could generation stop here (the output so far is in the language)?"""
-        return self._ended or bool(self._artifact.dfa.accept[self._state])
+        return self._ended or self._complete(self._state)
 
     def is_finished(self) -> bool:
         """True once EOS was committed, or when no token at all is allowed now."""
-        return self._ended or not self._table.words(self._state).any()
+        return self._ended or not self._words(self._state).any()
 
     def is_failed(self) -> bool:
         """True when the output can never be completed with this vocabulary."""
         return not self.is_complete() and self.is_finished()
 
-    @property
-    def state(self) -> int:
-        """The current automaton state (for debugging and batching)."""
-        return self._state
-
     # ------------------------------------------------------------ commits
+
+    def _next(self, state: Any, ended: bool, token: int) -> tuple[Any, bool] | None:
+        if ended or not 0 <= token < self.vocab_size:
+            return None
+        nxt = self._step_token(state, token)
+        if nxt is not None:
+            return nxt, False
+        if token in self._eos and self._complete(state):
+            return state, True
+        return None
 
     def _push(self) -> None:
         if self.max_rollback:
@@ -105,16 +134,6 @@ class Matcher:
         self._push()
         self._state, self._ended = nxt
         return True
-
-    def _next(self, state: int, ended: bool, token: int) -> tuple[int, bool] | None:
-        if ended or not 0 <= token < self.vocab_size:
-            return None
-        nxt = self._table.next_state(state, token)
-        if nxt != DEAD:
-            return nxt, False
-        if token in self._table.eos_ids and self._artifact.dfa.accept[state]:
-            return state, True
-        return None
 
     def commit_tokens(self, token_ids: Iterable[int]) -> int:
         """Commit tokens in order, stopping at the first refused one; returns how many took."""
@@ -132,8 +151,8 @@ class Matcher:
         """
         if self._ended:
             return False
-        nxt = self._artifact.dfa.step_bytes(self._state, data)
-        if nxt == DEAD:
+        nxt = self._step_bytes(self._state, bytes(data))
+        if nxt is None:
             return False
         self._push()
         self._state = nxt
@@ -157,13 +176,7 @@ class Matcher:
         the output is not yet complete; this returns the longest-first tokenisation of that
         string into allowed tokens (greedy, so it may differ from the tokenizer's own split).
         """
-        if self._ended:
-            return []
-        out, state = [], self._state
-        while (token := self._table.forced(state)) >= 0:
-            out.append(token)
-            state = self._table.next_state(state, token)
-        return out
+        return [] if self._ended else self._forced(self._state)
 
     def rollback(self, n: int = 1) -> None:
         """Undo the last ``n`` commits (at most ``max_rollback`` are remembered)."""
@@ -178,17 +191,66 @@ class Matcher:
     def reset(self) -> None:
         """Back to the start of the grammar, history cleared."""
         self._history.clear()
-        self._state = self._artifact.dfa.start
+        self._state = self._start()
         self._ended = False
 
     def fork(self) -> "Matcher":
         """An independent copy sharing the artifact (cheap: for beam search)."""
-        m = Matcher.__new__(Matcher)
-        m._artifact, m._table, m.max_rollback = self._artifact, self._table, self.max_rollback
+        m = object.__new__(type(self))
+        for slot in ("_artifact", "max_rollback", "vocab_size", "_eos", "_state", "_ended"):
+            setattr(m, slot, getattr(self, slot))
         m._history = self._history.copy()
-        m._state, m._ended = self._state, self._ended
+        m._fork_extra(self)
         return m
+
+    def _fork_extra(self, other: "Matcher") -> None:
+        """Copy subclass slots in :meth:`fork`."""
 
     def __repr__(self) -> str:
         flags = "ended" if self._ended else ("complete" if self.is_complete() else "open")
-        return f"<Matcher state={self._state} {flags}>"
+        return f"<{type(self).__name__} {flags}>"
+
+
+class DFAMatcher(Matcher):
+    """A matcher over a DFA artifact: the state is a state number; O(1) per query."""
+
+    __slots__ = ("_table",)
+
+    def __init__(self, artifact: Any, max_rollback: int = 16):
+        self._table = artifact.token_table
+        super().__init__(artifact, max_rollback)
+
+    def _fork_extra(self, other: "Matcher") -> None:
+        self._table = other._table
+
+    def _start(self) -> int:
+        return self._artifact.dfa.start
+
+    def _words(self, state: int) -> np.ndarray:
+        return self._table.words(state)
+
+    def _bool_mask(self, state: int, size: int) -> np.ndarray:
+        return self._table.mask(state, size)
+
+    def _step_token(self, state: int, token: int) -> int | None:
+        nxt = self._table.next_state(state, token)
+        return None if nxt == DEAD else nxt
+
+    def _step_bytes(self, state: int, data: bytes) -> int | None:
+        nxt = self._artifact.dfa.step_bytes(state, data)
+        return None if nxt == DEAD else nxt
+
+    def _complete(self, state: int) -> bool:
+        return bool(self._artifact.dfa.accept[state])
+
+    def _forced(self, state: int) -> list[int]:
+        out = []
+        while (token := self._table.forced(state)) >= 0:
+            out.append(token)
+            state = self._table.next_state(state, token)
+        return out
+
+    @property
+    def state(self) -> int:
+        """The current DFA state (for debugging and batching)."""
+        return self._state

@@ -1,0 +1,153 @@
+"""Grammar passes: check references, drop what can never be used, inline what need not be a rule.
+
+Each pass is ``run(grammar) -> grammar`` and returns a new grammar; :data:`PASSES` lists them
+in order and :func:`optimize` runs them. Problems that still compile (unused or unproductive
+rules) are reported with :class:`~gramc.errors.GramcWarning`; problems that cannot (an
+undefined rule, an empty language) raise.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Callable
+
+from gramc.compiler.ir import NOTHING, Alt, Expr, Grammar, Ref, Repeat, Seq, alt, repeat, seq, walk
+from gramc.errors import GramcError, GrammarSyntaxError, GramcWarning
+
+
+def rewrite(e: Expr, fn: Callable[[Expr], Expr | None]) -> Expr:
+    """``e`` with every node for which ``fn`` returns an expression replaced by it (bottom-up
+    rebuild through the smart constructors, so simplifications propagate)."""
+    memo: dict[Expr, Expr] = {}
+
+    def go(node: Expr) -> Expr:
+        if node in memo:
+            return memo[node]
+        out = fn(node)
+        if out is None:
+            if isinstance(node, Seq):
+                out = seq(*(go(i) for i in node.items))
+            elif isinstance(node, Alt):
+                out = alt(*(go(i) for i in node.items))
+            elif isinstance(node, Repeat):
+                out = repeat(go(node.item), node.min, node.max)
+            else:
+                out = node
+        memo[node] = out
+        return out
+
+    return go(e)
+
+
+def check_references(g: Grammar) -> Grammar:
+    """Every referenced rule must be defined (frontends report positions; this is the net)."""
+    for name, body in g.rules.items():
+        for node in walk(body):
+            if isinstance(node, Ref) and node.name not in g.rules:
+                raise GrammarSyntaxError(f"rule {name!r} refers to undefined rule {node.name!r}")
+    return g
+
+
+def _productive(g: Grammar) -> set[str]:
+    done: set[str] = set()
+    changed = True
+    while changed:
+        changed = False
+        for name, body in g.rules.items():
+            if name not in done and _expr_productive(body, done):
+                done.add(name)
+                changed = True
+    return done
+
+
+def _expr_productive(e: Expr, rules: set[str]) -> bool:
+    if isinstance(e, Ref):
+        return e.name in rules
+    if isinstance(e, Seq):
+        return all(_expr_productive(i, rules) for i in e.items)
+    if isinstance(e, Alt):
+        return any(_expr_productive(i, rules) for i in e.items)
+    if isinstance(e, Repeat):
+        return e.min == 0 or _expr_productive(e.item, rules)
+    return e is not NOTHING
+
+
+def remove_unproductive(g: Grammar) -> Grammar:
+    """Rules that can never finish are replaced by the empty language (with a warning).
+
+    Raises GramcError when the start rule itself can never finish: the language is empty.
+    """
+    good = _productive(g)
+    bad = [n for n in g.rules if n not in good]
+    if not bad:
+        return g
+    if g.start not in good:
+        raise GramcError(f"the grammar's language is empty: start rule {g.start!r} can never "
+                         f"finish (unproductive rules: {', '.join(bad)})")
+    warnings.warn(GramcWarning(f"rules that can never finish are ignored: {', '.join(bad)}"), stacklevel=2)
+    kill = lambda e: NOTHING if isinstance(e, Ref) and e.name not in good else None  # noqa: E731
+    return Grammar({n: rewrite(b, kill) for n, b in g.rules.items() if n in good}, g.start)
+
+
+def remove_unreachable(g: Grammar) -> Grammar:
+    """Rules the start rule never reaches are dropped (with a warning naming them)."""
+    seen, todo = {g.start}, [g.start]
+    while todo:
+        for ref in g.refs(todo.pop()):
+            if ref not in seen:
+                seen.add(ref)
+                todo.append(ref)
+    unused = [n for n in g.rules if n not in seen]
+    if unused:
+        warnings.warn(GramcWarning(f"unused rules are ignored: {', '.join(unused)}"), stacklevel=2)
+    return Grammar({n: b for n, b in g.rules.items() if n in seen}, g.start)
+
+
+def recursive_rules(g: Grammar) -> set[str]:
+    """Rules that can reach themselves (members of a cycle of references)."""
+    graph = {n: g.refs(n) & set(g.rules) for n in g.rules}
+    out = set()
+    for name in g.rules:
+        todo, seen = list(graph[name]), set()
+        while todo:
+            r = todo.pop()
+            if r == name:
+                out.add(name)
+                break
+            if r not in seen:
+                seen.add(r)
+                todo.extend(graph[r])
+    return out
+
+
+def inline_nonrecursive(g: Grammar) -> Grammar:
+    """Inline every rule that is not recursive; the start rule and recursive rules stay.
+
+    Fewer rules mean fewer rule boundaries, and rule boundaries are where token masks depend
+    on the parse stack; the DFA of each remaining rule absorbs the inlined ones.
+    """
+    keep = recursive_rules(g) | {g.start}
+    bodies: dict[str, Expr] = {}
+
+    def body(name: str) -> Expr:
+        if name not in bodies:
+            bodies[name] = rewrite(g.rules[name], lambda e: body(e.name)
+                                   if isinstance(e, Ref) and e.name not in keep else None)
+        return bodies[name]
+
+    return Grammar({n: body(n) for n in g.rules if n in keep}, g.start)
+
+
+PASSES: tuple[Callable[[Grammar], Grammar], ...] = (
+    check_references,
+    remove_unproductive,
+    remove_unreachable,
+    inline_nonrecursive,
+)
+
+
+def optimize(g: Grammar) -> Grammar:
+    """Run :data:`PASSES` in order."""
+    for p in PASSES:
+        g = p(g)
+    return g

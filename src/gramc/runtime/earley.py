@@ -1,0 +1,170 @@
+"""An Earley recogniser over a PDA table: the parse state of a context-free matcher.
+
+The chart is a list of immutable :class:`ChartSet` (one per byte read, plus one per special
+token). An item is ``(node, origin)``: the node's rule was entered at chart position
+``origin``. Each set also records, per rule, the items waiting for that rule to return
+(already advanced past the call), which is all completion needs. Left recursion, nullable
+rules and ambiguity need no special cases. Because sets never change once built, rolling back
+is truncating the list and forking is copying it.
+
+Every node of the table can still complete its rule and every rule is productive, so a
+non-empty set means "the input so far is a viable prefix".
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from gramc.automata.pda_table import PDATable
+from gramc.automata.tables import DEAD
+
+Item = tuple[int, int]
+TOP = (-1, -1)  # the waiting entry of the start rule at position 0: "return to the caller"
+
+
+class ChartSet:
+    """One Earley set: its items and, per rule, the (return node, origin) items waiting."""
+
+    __slots__ = ("items", "waiting", "conts")
+
+    def __init__(self, items: frozenset[Item], waiting: dict[int, tuple[Item, ...]]):
+        self.items = items
+        self.waiting = waiting
+        self.conts: dict[int, int | None] = {}
+
+
+class EarleyParser:
+    """Earley operations over one :class:`PDATable` (shared by all matchers of an artifact)."""
+
+    def __init__(self, table: PDATable):
+        self.table = table
+        self.byte_next: list[list[int]] = table.delta[:, : table.n_byte_classes].tolist()
+        self.token_col = {int(t): table.n_byte_classes + i for i, t in enumerate(table.token_ids)}
+        self.delta_rows: list[list[int]] = table.delta.tolist()
+        self.cls: list[int] = table.byte_class.tolist()
+        self.calls = table.calls()
+        self.accept: list[bool] = table.accept.tolist()
+        self.node_rule: list[int] = table.node_rule.tolist()
+        self.rule_start: list[int] = table.rule_start.tolist()
+        self.start_rule = table.start_rule
+        self._interned: dict[frozenset, int] = {}
+
+    # ------------------------------------------------------------ building sets
+
+    def initial(self) -> list[ChartSet]:
+        """The chart before any input."""
+        first = self.closure([], [(self.rule_start[self.start_rule], 0)], 0)
+        first.waiting.setdefault(self.start_rule, ())
+        first.waiting[self.start_rule] += (TOP,)
+        return [first]
+
+    def closure(self, chart: Sequence[ChartSet], seeds: list[Item], k: int) -> ChartSet:
+        """The set at position ``k`` from its scanned ``seeds`` (predictions, completions)."""
+        items: set[Item] = set()
+        waiting: dict[int, list[Item]] = {}
+        completed: set[int] = set()  # rules that returned with origin k (nullable here)
+        work = list(seeds)
+        calls, accept, node_rule, rule_start = self.calls, self.accept, self.node_rule, self.rule_start
+        while work:
+            it = work.pop()
+            if it in items:
+                continue
+            items.add(it)
+            n, j = it
+            for r, ret in calls[n]:
+                waiting.setdefault(r, []).append((ret, j))
+                work.append((rule_start[r], k))
+                if r in completed:
+                    work.append((ret, j))
+            if accept[n]:
+                r = node_rule[n]
+                if j == k:
+                    if r not in completed:
+                        completed.add(r)
+                        work.extend(waiting.get(r, ()))
+                else:
+                    work.extend(w for w in chart[j].waiting.get(r, ()) if w is not TOP)
+        return ChartSet(frozenset(items), {r: tuple(w) for r, w in waiting.items()})
+
+    def scan_byte(self, chart: Sequence[ChartSet], b: int) -> ChartSet | None:
+        """The next set after byte ``b``, or None if no item can read it."""
+        c = self.cls[b]
+        nxt = self.byte_next
+        seeds = [(t, j) for n, j in chart[-1].items if (t := nxt[n][c]) != DEAD]
+        return self.closure(chart, seeds, len(chart)) if seeds else None
+
+    def scan_token(self, chart: Sequence[ChartSet], token_id: int) -> ChartSet | None:
+        """The next set after special token ``token_id``, or None."""
+        col = self.token_col.get(token_id)
+        if col is None:
+            return None
+        rows = self.delta_rows
+        seeds = [(t, j) for n, j in chart[-1].items if (t := rows[n][col]) != DEAD]
+        return self.closure(chart, seeds, len(chart)) if seeds else None
+
+    def feed(self, chart: list[ChartSet], data: bytes) -> list[ChartSet] | None:
+        """``chart`` extended by ``data`` (a new list), or None if it dies on the way."""
+        out = list(chart)
+        for b in data:
+            s = self.scan_byte(out, b)
+            if s is None:
+                return None
+            out.append(s)
+        return out
+
+    # ------------------------------------------------------------ queries
+
+    def is_complete(self, s: ChartSet) -> bool:
+        """Can the input end here? (the start rule returned to the top level)."""
+        accept, node_rule, start = self.accept, self.node_rule, self.start_rule
+        return any(j == 0 and accept[n] and node_rule[n] == start for n, j in s.items)
+
+    def live_bytes(self, s: ChartSet) -> set[int]:
+        """The byte classes some item of ``s`` can read next."""
+        nxt = self.byte_next
+        return {c for n, _ in s.items for c, t in enumerate(nxt[n]) if t != DEAD}
+
+    def key(self, chart: Sequence[ChartSet]) -> int | None:
+        """An id equal for two charts exactly when their last sets have the same items and
+        the same continuations (so the same future): the key masks are memoised by.
+
+        None when a continuation is cyclic (left recursion at this position).
+        """
+        s = chart[-1]
+        try:
+            return self._intern(frozenset((n, self._cont(chart, j, self.node_rule[n], set()))
+                                          for n, j in s.items))
+        except _Cyclic:
+            return None
+
+    def _cont(self, chart: Sequence[ChartSet], j: int, r: int, active: set) -> int:
+        s = chart[j]
+        if r in s.conts:
+            value = s.conts[r]
+            if value is None:
+                raise _Cyclic
+            return value
+        if (j, r) in active:
+            raise _Cyclic
+        active.add((j, r))
+        parts = []
+        for w in s.waiting.get(r, ()):
+            if w is TOP:
+                parts.append(TOP)
+            else:
+                ret, i = w
+                parts.append((ret, self._cont(chart, i, self.node_rule[ret], active)))
+        active.discard((j, r))
+        value = self._intern(frozenset(parts))
+        s.conts[r] = value
+        return value
+
+    def _intern(self, key: frozenset) -> int:
+        value = self._interned.get(key)
+        if value is None:
+            value = self._interned[key] = len(self._interned)
+        return value
+
+
+class _Cyclic(Exception):
+    """A continuation that refers to itself (left recursion): not memoisable."""
