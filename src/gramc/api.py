@@ -16,6 +16,7 @@ from gramc import __version__
 from gramc.compiler.pipeline import CompileOptions, compile_source
 from gramc.limits import DEFAULT_LIMITS, Limits
 from gramc.runtime.artifact import ARTIFACT_VERSION, Artifact, load
+from gramc.runtime.pda_artifact import PDAArtifact
 from gramc.vocab import Vocab, load_vocab
 
 
@@ -30,7 +31,7 @@ def compile(
     limits: Limits = DEFAULT_LIMITS,
     source_name: str = "<input>",
     progress: Callable[[str], None] | None = None,
-) -> Artifact:
+) -> Artifact | PDAArtifact:
     """Compile ``source`` into an artifact bound to ``vocab`` (unbound when None).
 
     Args:
@@ -59,13 +60,14 @@ def compile(
     if cached is not None and cached.exists():
         return load(cached, vocab_obj)
     report = progress or (lambda stage: None)
-    compiled = compile_source(source, format, options, limits, source_name, report)
-    if vocab_obj is not None:
-        report(f"binding {compiled.dfa.n_states} states to {vocab_obj.size} tokens")
+    special = vocab_obj.special_names if vocab_obj is not None else None
+    compiled = compile_source(source, format, options, limits, source_name, report, special)
+    cls = Artifact if compiled.kind == "dfa" else PDAArtifact
     if vocab_obj is None:
-        artifact = Artifact(compiled.dfa, compiled.meta)
+        artifact = cls(compiled.automaton, compiled.meta)
     else:
-        artifact = Artifact.bound(compiled.dfa, compiled.meta, vocab_obj, lazy=lazy)
+        report(f"binding the {compiled.kind.upper()} to {vocab_obj.size} tokens")
+        artifact = cls.bound(compiled.automaton, compiled.meta, vocab_obj, lazy=lazy)
     if cached is not None:
         cached.parent.mkdir(parents=True, exist_ok=True)
         artifact.save(cached)

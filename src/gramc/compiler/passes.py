@@ -9,10 +9,11 @@ undefined rule, an empty language) raise.
 from __future__ import annotations
 
 import warnings
-from typing import Callable
+from typing import Callable, Mapping
 
-from gramc.compiler.ir import NOTHING, Alt, Expr, Grammar, Ref, Repeat, Seq, alt, repeat, seq, walk
-from gramc.errors import GramcError, GrammarSyntaxError, GramcWarning
+from gramc.compiler.ir import (NOTHING, Alt, Expr, Grammar, Ref, Repeat, Seq, Token, TokenName, alt,
+                               repeat, seq, walk)
+from gramc.errors import GramcError, GrammarSyntaxError, GramcWarning, VocabularyError
 
 
 def rewrite(e: Expr, fn: Callable[[Expr], Expr | None]) -> Expr:
@@ -136,6 +137,21 @@ def inline_nonrecursive(g: Grammar) -> Grammar:
         return bodies[name]
 
     return Grammar({n: body(n) for n in g.rules if n in keep}, g.start)
+
+
+def resolve_token_names(g: Grammar, special_names: Mapping[str, int] | None) -> Grammar:
+    """Replace ``<name>`` special-token references by the vocabulary's token ids."""
+    names = {n.name for body in g.rules.values() for n in walk(body) if isinstance(n, TokenName)}
+    if not names:
+        return g
+    if special_names is None:
+        raise GramcError(f"the grammar names special tokens ({', '.join(sorted(names))}): "
+                         "compile it with a vocabulary to resolve them")
+    missing = sorted(names - set(special_names))
+    if missing:
+        raise VocabularyError(f"the vocabulary has no special token named {', '.join(missing)}")
+    swap = lambda e: Token(special_names[e.name]) if isinstance(e, TokenName) else None  # noqa: E731
+    return Grammar({n: rewrite(b, swap) for n, b in g.rules.items()}, g.start)
 
 
 PASSES: tuple[Callable[[Grammar], Grammar], ...] = (

@@ -1,7 +1,7 @@
 """Source text -> IR -> automaton: the compiler's one entry point.
 
 :func:`compile_source` picks the frontend, lowers to the IR, and builds the automaton the
-grammar needs (a minimal DFA for regular grammars). The vocabulary is bound afterwards, by
+grammar needs (a minimal DFA for regular grammars, a PDA for recursive ones). The vocabulary is bound afterwards, by
 :mod:`gramc.automata.bind`, so that the runtime can bind unbound artifacts too.
 """
 
@@ -9,14 +9,17 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import asdict, dataclass, field
-from typing import Callable
+from typing import Callable, Mapping
 
 from gramc import __version__
 from gramc.automata.tables import DFATable
 from gramc.compiler.dfa import build_dfa
 from gramc.compiler.frontends import FRONTENDS
+from gramc.automata.pda_table import PDATable
 from gramc.compiler.ir import Grammar, format_grammar
-from gramc.errors import GramcError, UnsupportedFeatureError
+from gramc.compiler.passes import optimize, resolve_token_names
+from gramc.compiler.pda import build_pda
+from gramc.errors import GramcError
 from gramc.limits import DEFAULT_LIMITS, Limits
 
 
@@ -37,10 +40,15 @@ class CompileOptions:
 
 @dataclass
 class Compiled:
-    """What the compiler produces before binding: the automaton and its provenance."""
+    """What the compiler produces before binding: the automaton and its provenance.
+
+    ``kind`` is ``"dfa"`` (``automaton`` is a DFATable) for regular grammars and ``"pda"``
+    (a PDATable) for recursive ones.
+    """
 
     grammar: Grammar
-    dfa: DFATable
+    kind: str
+    automaton: DFATable | PDATable
     meta: dict = field(default_factory=dict)
 
 
@@ -60,16 +68,18 @@ def compile_source(
     limits: Limits = DEFAULT_LIMITS,
     source_name: str = "<input>",
     progress: Callable[[str], None] = lambda stage: None,
+    special_names: Mapping[str, int] | None = None,
 ) -> Compiled:
-    """Lower ``source`` and build its automaton, reporting each stage to ``progress``."""
+    """Lower ``source``, run the passes and build its automaton: a DFA when the grammar is
+    regular, a PDA when it is recursive. ``special_names`` resolves ``<name>`` tokens."""
     progress("parsing")
     grammar = lower(source, format, options, source_name)
-    if grammar.is_recursive():
-        raise UnsupportedFeatureError(
-            "recursion", reason="recursive grammars need the PDA backend, which is not built yet"
-        )
+    optimized = optimize(resolve_token_names(grammar, special_names))
     progress("building the automaton")
-    dfa = build_dfa(grammar, limits)
+    if optimized.is_recursive():
+        kind, automaton = "pda", build_pda(optimized, limits)
+    else:
+        kind, automaton = "dfa", build_dfa(optimized, limits)
     meta = {
         "format": format,
         "sha256": hashlib.sha256(source.encode("utf-8")).hexdigest(),
@@ -77,4 +87,4 @@ def compile_source(
         "compiler_version": __version__,
         "ir": format_grammar(grammar),
     }
-    return Compiled(grammar, dfa, meta)
+    return Compiled(grammar, kind, automaton, meta)

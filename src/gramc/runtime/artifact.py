@@ -14,8 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from gramc.automata.bind import TokenRows, bind_states
-from gramc.automata.tables import DEAD, DFATable
+from gramc.automata.bind import bind_states
+from gramc.automata.tables import DFATable
 from gramc.automata.trie import trie_for
 from gramc.errors import ArtifactFormatError, VocabularyError
 from gramc.formats import container
@@ -44,9 +44,49 @@ class VocabInfo:
                 "eos_ids": list(self.eos_ids)}
 
 
+class ArtifactBase:
+    """What every artifact kind shares: metadata, vocabulary info, serialisation."""
+
+    kind: str
+    meta: dict[str, Any]
+    vocab: VocabInfo | None
+
+    def to_arrays(self) -> tuple[dict, dict[str, np.ndarray]]:
+        raise NotImplementedError
+
+    def _header(self, automaton: dict) -> dict:
+        return {
+            "artifact_version": ARTIFACT_VERSION,
+            "kind": self.kind,
+            "source": self.meta,
+            self.kind: automaton,
+            "vocab": self.vocab.to_meta() if self.vocab else None,
+        }
+
+    def to_bytes(self) -> bytes:
+        """The ``.gmask`` bytes (deterministic)."""
+        meta, arrays = self.to_arrays()
+        return container.pack(meta, arrays)
+
+    def save(self, path: str | os.PathLike) -> None:
+        """Write the ``.gmask`` file atomically."""
+        meta, arrays = self.to_arrays()
+        container.write_file(path, meta, arrays)
+
+    def _describe(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "source_format": self.meta.get("format"),
+            "source_sha256": self.meta.get("sha256"),
+            "options": self.meta.get("options"),
+            "compiler_version": self.meta.get("compiler_version"),
+            "vocab": self.vocab.to_meta() if self.vocab else None,
+        }
+
+
 @dataclass(eq=False)
-class Artifact:
-    """A compiled grammar, bound to a vocabulary or not.
+class Artifact(ArtifactBase):
+    """A compiled regular grammar (a DFA), bound to a vocabulary or not.
 
     Attributes:
         dfa: the automaton (see :class:`~gramc.automata.tables.DFATable`).
@@ -111,13 +151,7 @@ class Artifact:
 
     def to_arrays(self) -> tuple[dict, dict[str, np.ndarray]]:
         """The container metadata and arrays of this artifact (lazy tables are completed)."""
-        meta = {
-            "artifact_version": ARTIFACT_VERSION,
-            "kind": self.kind,
-            "source": self.meta,
-            "dfa": {"start": int(self.dfa.start)},
-            "vocab": self.vocab.to_meta() if self.vocab else None,
-        }
+        meta = self._header({"start": int(self.dfa.start)})
         arrays = {f"dfa.{k}": v for k, v in self.dfa.arrays().items()}
         if self._table is not None:
             rows = self._table.all_rows()
@@ -129,29 +163,11 @@ class Artifact:
             })
         return meta, arrays
 
-    def to_bytes(self) -> bytes:
-        """The ``.gmask`` bytes (deterministic)."""
-        meta, arrays = self.to_arrays()
-        return container.pack(meta, arrays)
-
-    def save(self, path: str | os.PathLike) -> None:
-        """Write the ``.gmask`` file atomically."""
-        meta, arrays = self.to_arrays()
-        container.write_file(path, meta, arrays)
-
     def describe(self) -> dict[str, Any]:
         """A summary for ``gramc inspect``."""
-        out = {
-            "kind": self.kind,
-            "states": self.dfa.n_states,
-            "byte_classes": self.dfa.n_byte_classes,
-            "special_token_columns": len(self.dfa.token_ids),
-            "source_format": self.meta.get("format"),
-            "source_sha256": self.meta.get("sha256"),
-            "options": self.meta.get("options"),
-            "compiler_version": self.meta.get("compiler_version"),
-            "vocab": self.vocab.to_meta() if self.vocab else None,
-        }
+        out = self._describe()
+        out.update(states=self.dfa.n_states, byte_classes=self.dfa.n_byte_classes,
+                   special_token_columns=len(self.dfa.token_ids))
         if self._table is not None and not self._table.is_lazy:
             rows = self._table.all_rows()
             out["token_transitions"] = int(rows.indptr[-1])
@@ -197,31 +213,29 @@ def load(path: str | os.PathLike, vocab: Vocab | str | None = None, *, verify: b
     return _from_container(meta, arrays, vocab, verify)
 
 
-def _from_container(meta: dict, arrays: dict, vocab, verify: bool) -> Artifact:
+def _from_container(meta: dict, arrays: dict, vocab, verify: bool):
     from gramc.runtime.validate import read_artifact
 
-    dfa, source, info, rows = read_artifact(meta, arrays)
+    art = read_artifact(meta, arrays)
     vocab_obj = load_vocab(vocab) if vocab is not None else None
-    if info is None:
-        art = Artifact(dfa, source)
+    if art.vocab is None:
         return art.bind(vocab_obj) if vocab_obj is not None else art
     if vocab_obj is not None:
-        check_vocab(info, vocab_obj)
+        check_vocab(art.vocab, vocab_obj)
     if verify:
         if vocab_obj is None:
             raise VocabularyError("verify=True needs the vocabulary the artifact was bound to")
-        _verify_rows(dfa, rows, vocab_obj)
-    return Artifact(dfa, source, info, TokenTable.eager(dfa, rows, info.size, info.eos_ids))
-
-
-def _verify_rows(dfa: DFATable, rows: TokenRows, vocab: Vocab) -> None:
-    fresh = bind_states(dfa, trie_for(vocab), np.arange(dfa.n_states))
-    for name in ("indptr", "token_ids", "next_state", "forced_token"):
-        if not np.array_equal(getattr(fresh, name), getattr(rows, name)):
+        fresh = type(art).bound(*_unbound_parts(art), vocab_obj)
+        if fresh.to_bytes() != art.to_bytes():
             raise ArtifactFormatError(
-                f"token table {name!r} does not match the vocabulary: the file was altered "
+                "the token table does not match the vocabulary: the file was altered "
                 "or written by an incompatible compiler"
             )
+    return art
 
 
-__all__ = ["Artifact", "VocabInfo", "load", "from_bytes", "check_vocab", "ARTIFACT_VERSION", "DEAD"]
+def _unbound_parts(art) -> tuple:
+    return (art.dfa, art.meta) if art.kind == "dfa" else (art.pda, art.meta)
+
+
+__all__ = ["Artifact", "ArtifactBase", "VocabInfo", "load", "from_bytes", "check_vocab", "ARTIFACT_VERSION"]

@@ -167,21 +167,143 @@ def _read_vocab(meta: dict):
     )
 
 
+def _no_extra(arrays: dict, *specs: dict) -> None:
+    expected = set().union(*specs)
+    extra = sorted(set(arrays) - expected)
+    _require(not extra, f"unexpected arrays {extra}")
+
+
 def read_artifact(meta: dict, arrays: dict):
-    """Check and decode a container's contents: (dfa, source meta, vocab info, rows)."""
+    """Check a container's contents and decode them into a DFA or PDA artifact."""
     version = _get(meta, "artifact_version", int)
     if version not in SUPPORTED_ARTIFACT_VERSIONS:
         raise ArtifactVersionError((version, 0), f"artifact layout {SUPPORTED_ARTIFACT_VERSIONS}")
     kind = _get(meta, "kind", str)
-    _require(kind == "dfa", f"unknown artifact kind {kind!r} (this gramc reads 'dfa')")
+    _require(kind in ("dfa", "pda"), f"unknown artifact kind {kind!r} (this gramc reads 'dfa' and 'pda')")
     source = _get(meta, "source", dict)
-    dfa = read_dfa(meta, arrays)
     info = _read_vocab(meta)
-    rows = None
-    if info is not None:
-        _in_range("dfa.token_ids", dfa.token_ids, 0, info.size)
-        rows = read_rows(arrays, dfa.n_states, info.size)
-    expected = set(_DFA_ARRAYS) | (set(_TOKEN_ARRAYS) if info else set())
-    extra = sorted(set(arrays) - expected)
-    _require(not extra, f"unexpected arrays {extra}")
-    return dfa, source, info, rows
+    return (_read_dfa_artifact if kind == "dfa" else _read_pda_artifact)(meta, arrays, source, info)
+
+
+def _read_dfa_artifact(meta: dict, arrays: dict, source: dict, info):
+    from gramc.runtime.artifact import Artifact
+    from gramc.runtime.token_table import TokenTable
+
+    dfa = read_dfa(meta, arrays)
+    _no_extra(arrays, _DFA_ARRAYS, _TOKEN_ARRAYS if info else {})
+    if info is None:
+        return Artifact(dfa, source)
+    _in_range("dfa.token_ids", dfa.token_ids, 0, info.size)
+    rows = read_rows(arrays, dfa.n_states, info.size)
+    return Artifact(dfa, source, info, TokenTable.eager(dfa, rows, info.size, info.eos_ids))
+
+
+# ---------------------------------------------------------------- PDA artifacts
+
+_PDA_ARRAYS = {
+    "pda.delta": (np.int32, 2),
+    "pda.byte_class": (np.uint8, 1),
+    "pda.token_ids": (np.int32, 1),
+    "pda.accept": (np.bool_, 1),
+    "pda.node_rule": (np.int32, 1),
+    "pda.rule_start": (np.int32, 1),
+}
+_NODE_ARRAYS = {
+    "nodes.accepted": (np.uint32, 2),
+    "nodes.unc_indptr": (np.int64, 1),
+    "nodes.unc_ids": (np.int32, 1),
+    "vocab.bytes": (np.uint8, 1),
+    "vocab.offsets": (np.int64, 1),
+    "vocab.special_ids": (np.int32, 1),
+}
+
+
+def read_pda(meta: dict, arrays: dict):
+    """The PDA section, fully checked (shapes, ranges, rule structure, productivity)."""
+    from gramc.automata.pda_table import PDATable
+
+    _check_arrays(arrays, _PDA_ARRAYS)
+    delta, classes = arrays["pda.delta"], arrays["pda.byte_class"]
+    token_ids, accept = arrays["pda.token_ids"], arrays["pda.accept"]
+    node_rule, rule_start = arrays["pda.node_rule"], arrays["pda.rule_start"]
+    n_nodes, n_cols = delta.shape
+    n_rules = len(rule_start)
+    n_byte_cols = n_cols - len(token_ids) - n_rules
+    info = _get(meta, "pda", dict)
+    names = _get(info, "rule_names", list, "metadata.pda")
+    start_rule = _get(info, "start_rule", int, "metadata.pda")
+    depth = _get(info, "depth", int, "metadata.pda")
+    _require(n_nodes >= 2 and n_rules >= 1 and n_byte_cols >= 1, "pda.delta has too few nodes or columns")
+    _require(classes.shape == (256,), "pda.byte_class must have 256 entries")
+    _require(accept.shape == (n_nodes,) and node_rule.shape == (n_nodes,), "pda node arrays differ in length")
+    _require(len(names) == n_rules and all(isinstance(n, str) for n in names), "metadata.pda.rule_names must name every rule")
+    _require(0 <= start_rule < n_rules and 0 <= depth <= 8, "metadata.pda start_rule or depth out of range")
+    _in_range("pda.delta", delta, 0, n_nodes)
+    _in_range("pda.byte_class", classes, 0, n_byte_cols)
+    _in_range("pda.rule_start", rule_start, 1, n_nodes)
+    _require(node_rule[0] == -1 and not delta[DEAD].any() and not accept[DEAD], "node 0 must be the dead node")
+    _in_range("pda.node_rule", node_rule[1:], 0, n_rules)
+    _require(bool(np.all(node_rule[rule_start] == np.arange(n_rules))), "pda.rule_start nodes must belong to their rules")
+    _require(bool(np.all(token_ids[1:] > token_ids[:-1])), "pda.token_ids must be strictly ascending")
+    _in_range("pda.token_ids", token_ids, 0, 2**31 - 1)
+    src, cols = np.nonzero(delta != DEAD)
+    dst = delta[src, cols]
+    _require(bool(np.all(node_rule[dst] == node_rule[src])), "pda.delta must stay inside each rule")
+    _check_productive(delta, accept, node_rule, rule_start, n_nodes - n_rules if False else n_cols - n_rules)
+    return PDATable(delta=delta, byte_class=classes, token_ids=token_ids, accept=accept,
+                    node_rule=node_rule, rule_start=rule_start, start_rule=start_rule,
+                    rule_names=tuple(names)), depth
+
+
+def _check_productive(delta, accept, node_rule, rule_start, call_base: int) -> None:
+    """Every node must be able to finish its rule, through calls of rules that can finish.
+
+    The Earley runtime treats "some item is left" as "the input can still be completed".
+    """
+    n_rules = len(rule_start)
+    rule_ok = np.zeros(n_rules, dtype=bool)
+    while True:
+        cols_ok = np.concatenate([np.ones(call_base, dtype=bool), rule_ok])
+        reach = accept.copy()
+        while True:
+            grown = reach | ((delta != DEAD) & reach[delta] & cols_ok).any(axis=1)
+            if np.array_equal(grown, reach):
+                break
+            reach = grown
+        new_ok = reach[rule_start]
+        if np.array_equal(new_ok, rule_ok):
+            break
+        rule_ok = new_ok
+    reach[DEAD] = True
+    bad = np.flatnonzero(~reach)
+    _require(not len(bad), f"pda: node {int(bad[0]) if len(bad) else 0} cannot finish its rule")
+
+
+def _read_pda_artifact(meta: dict, arrays: dict, source: dict, info):
+    from gramc.automata.pda_bind import NodeTokens
+    from gramc.runtime.pda_artifact import pda_from_parts, unpack_tokens
+    from gramc.vocab import Vocab
+
+    pda, depth = read_pda(meta, arrays)
+    _no_extra(arrays, _PDA_ARRAYS, _NODE_ARRAYS if info else {})
+    if info is None:
+        return pda_from_parts(pda, source, depth, None, None, None, ())
+    _check_arrays(arrays, _NODE_ARRAYS)
+    _in_range("pda.token_ids", pda.token_ids, 0, info.size)
+    offsets, blob = arrays["vocab.offsets"], arrays["vocab.bytes"]
+    _require(offsets.shape == (info.size + 1,) and offsets[0] == 0 and offsets[-1] == len(blob)
+             and bool(np.all(np.diff(offsets) >= 0)), "vocab.offsets must run from 0 to len(vocab.bytes)")
+    special = arrays["vocab.special_ids"]
+    _in_range("vocab.special_ids", special, 0, info.size)
+    tokens = unpack_tokens(blob, offsets)
+    vocab = Vocab(tokens, special_ids=special.tolist(), eos_ids=info.eos_ids)
+    _require(vocab.fingerprint == info.fingerprint,
+             "the stored token bytes do not match the recorded vocabulary fingerprint")
+    acc, indptr, ids = arrays["nodes.accepted"], arrays["nodes.unc_indptr"], arrays["nodes.unc_ids"]
+    n = pda.n_nodes - 1
+    _require(acc.shape == (n, (info.size + 31) // 32), "nodes.accepted must have one mask row per node")
+    _require(indptr.shape == (n + 1,) and indptr[0] == 0 and indptr[-1] == len(ids)
+             and bool(np.all(np.diff(indptr) >= 0)), "nodes.unc_indptr must run from 0 to len(nodes.unc_ids)")
+    _in_range("nodes.unc_ids", ids, 0, info.size)
+    nodes = NodeTokens(accepted=acc, unc_indptr=indptr, unc_ids=ids)
+    return pda_from_parts(pda, source, depth, info, nodes, tokens, vocab.special_ids)

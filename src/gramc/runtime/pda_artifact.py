@@ -1,0 +1,134 @@
+"""PDA artifacts: compiled context-free grammars, bound to a vocabulary or not.
+
+A bound PDA artifact also stores the vocabulary's token bytes: the runtime needs them to
+check the few stack-dependent tokens and to spell forced tokens, and a decoder should not need
+the tokenizer files to use an artifact. The stored bytes are checked against the recorded
+vocabulary fingerprint when the file is read.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from gramc.automata.pda_bind import DEFAULT_DEPTH, NodeTokens, bind_nodes, expand
+from gramc.automata.pda_table import PDATable
+from gramc.automata.trie import trie_for
+from gramc.errors import VocabularyError
+from gramc.runtime.artifact import ArtifactBase, VocabInfo, check_vocab
+from gramc.runtime.pda_tokens import PDATokenTable
+from gramc.vocab import Vocab, load_vocab
+
+
+@dataclass(eq=False)
+class PDAArtifact(ArtifactBase):
+    """A compiled context-free grammar.
+
+    Attributes:
+        pda: the recursive transition network (see :class:`~gramc.automata.pda_table.PDATable`).
+        meta: source format, hash, options, IR text and compiler version.
+        vocab: what the artifact is bound to, or None.
+        depth: calls expanded when precomputing node token tables.
+    """
+
+    pda: PDATable
+    meta: dict[str, Any]
+    vocab: VocabInfo | None = None
+    _table: PDATokenTable | None = field(default=None, repr=False)
+    depth: int = DEFAULT_DEPTH
+
+    kind = "pda"
+
+    @classmethod
+    def bound(cls, pda: PDATable, meta: dict, vocab: Vocab, *, lazy: bool = False,
+              depth: int = DEFAULT_DEPTH) -> "PDAArtifact":
+        """Bind ``pda`` to ``vocab``: every node now (eager) or on first use (lazy)."""
+        trie = trie_for(vocab)
+        nodes = None if lazy else bind_nodes(pda, trie, np.arange(1, pda.n_nodes), depth, expand(pda, depth))
+        table = PDATokenTable(pda, vocab.tokens, vocab.special_ids, vocab.eos_ids, nodes, trie, depth)
+        return cls(pda, meta, VocabInfo.of(vocab), table, depth)
+
+    def bind(self, vocab: Vocab | str, *, lazy: bool = False) -> "PDAArtifact":
+        """This artifact bound to ``vocab`` (a bound artifact must match its fingerprint)."""
+        vocab = load_vocab(vocab)
+        if self.vocab is not None:
+            check_vocab(self.vocab, vocab)
+            return self
+        return PDAArtifact.bound(self.pda, self.meta, vocab, lazy=lazy, depth=self.depth)
+
+    @property
+    def is_bound(self) -> bool:
+        return self._table is not None
+
+    @property
+    def is_lazy(self) -> bool:
+        return self._table is not None and self._table.is_lazy
+
+    @property
+    def token_table(self) -> PDATokenTable:
+        if self._table is None:
+            raise VocabularyError(
+                "this artifact is not bound to a vocabulary: call artifact.bind(vocab) "
+                "or gramc.load(path, vocab=...)"
+            )
+        return self._table
+
+    def matcher(self, max_rollback: int = 16):
+        """A fresh matcher at the start of the grammar."""
+        from gramc.runtime.pda_matcher import PDAMatcher
+
+        self.token_table  # raises for an unbound artifact
+        return PDAMatcher(self, max_rollback=max_rollback)
+
+    def to_arrays(self) -> tuple[dict, dict[str, np.ndarray]]:
+        """The container metadata and arrays (lazy tables are completed first)."""
+        meta = self._header({"start_rule": int(self.pda.start_rule),
+                             "rule_names": list(self.pda.rule_names), "depth": self.depth})
+        arrays = {f"pda.{k}": v for k, v in self.pda.arrays().items()}
+        if self._table is not None:
+            nodes = self._table.all_nodes()
+            blob, offsets = _pack_tokens(self._table.token_bytes)
+            arrays.update({
+                "nodes.accepted": nodes.accepted.astype(np.uint32),
+                "nodes.unc_indptr": nodes.unc_indptr.astype(np.int64),
+                "nodes.unc_ids": nodes.unc_ids.astype(np.int32),
+                "vocab.bytes": blob,
+                "vocab.offsets": offsets,
+                "vocab.special_ids": np.array(sorted(self._table.special), dtype=np.int32),
+            })
+        return meta, arrays
+
+    def describe(self) -> dict[str, Any]:
+        """A summary for ``gramc inspect``."""
+        out = self._describe()
+        out.update(rules=list(self.pda.rule_names), nodes=self.pda.n_nodes,
+                   byte_classes=self.pda.n_byte_classes, special_token_columns=len(self.pda.token_ids),
+                   expansion_depth=self.depth)
+        if self._table is not None and not self._table.is_lazy:
+            nodes = self._table.all_nodes()
+            out["uncertain_tokens_max_per_node"] = int(np.diff(nodes.unc_indptr).max(initial=0))
+        return out
+
+
+def _pack_tokens(tokens: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
+    lens = np.array([len(t) for t in tokens], dtype=np.int64)
+    offsets = np.concatenate([[0], np.cumsum(lens)]).astype(np.int64)
+    return np.frombuffer(b"".join(tokens), dtype=np.uint8), offsets
+
+
+def unpack_tokens(blob: np.ndarray, offsets: np.ndarray) -> list[bytes]:
+    """Token byte strings from the ``vocab.bytes`` / ``vocab.offsets`` arrays."""
+    data = blob.tobytes()
+    bounds = offsets.tolist()
+    return [data[a:b] for a, b in zip(bounds, bounds[1:])]
+
+
+def pda_from_parts(pda: PDATable, source: dict, depth: int, info: VocabInfo | None,
+                   nodes: NodeTokens | None, tokens: list[bytes] | None, special) -> PDAArtifact:
+    """An artifact from checked container parts (see :mod:`gramc.runtime.validate`)."""
+    if info is None:
+        return PDAArtifact(pda, source, None, None, depth)
+    table = PDATokenTable(pda, tokens, special, info.eos_ids, nodes, None, depth)
+    return PDAArtifact(pda, source, info, table, depth)

@@ -1,0 +1,48 @@
+"""The matcher of PDA artifacts: its state is an Earley chart (an immutable list of sets)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from gramc.runtime.matcher import Matcher
+
+
+class PDAMatcher(Matcher):
+    """A matcher over a context-free grammar; masks come from :class:`PDATokenTable`."""
+
+    __slots__ = ("_tokens", "_parser")
+
+    def __init__(self, artifact: Any, max_rollback: int = 16):
+        self._tokens = artifact.token_table
+        self._parser = self._tokens.parser
+        super().__init__(artifact, max_rollback)
+
+    def _fork_extra(self, other: "Matcher") -> None:
+        self._tokens, self._parser = other._tokens, other._parser
+
+    def _start(self) -> list:
+        return self._parser.initial()
+
+    def _words(self, chart: list) -> np.ndarray:
+        return self._tokens.words(chart)
+
+    def _bool_mask(self, chart: list, size: int) -> np.ndarray:
+        return self._tokens.mask(chart, size)
+
+    def _step_token(self, chart: list, token: int) -> list | None:
+        if token in self._tokens.special:
+            s = self._parser.scan_token(chart, token)
+            return None if s is None else chart + [s]
+        data = self._tokens.token_bytes[token]
+        return self._parser.feed(chart, data) if data else None
+
+    def _step_bytes(self, chart: list, data: bytes) -> list | None:
+        return self._parser.feed(chart, data)
+
+    def _complete(self, chart: list) -> bool:
+        return self._parser.is_complete(chart[-1])
+
+    def _forced(self, chart: list) -> list[int]:
+        return self._tokens.forced(chart)

@@ -1,0 +1,220 @@
+"""Token masks of a PDA artifact: precomputed parts per node, the rest checked on the stack.
+
+The mask of an Earley configuration is the OR of its nodes' accepted rows, plus the few
+uncertain tokens of those nodes that the real parse accepts (checked with the Earley parser,
+in byte order so tokens sharing a prefix share the work), plus EOS where the output is
+complete. Masks are memoised by the configuration key (:meth:`EarleyParser.key`), so a
+configuration seen before costs a dictionary lookup.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+from gramc.automata.pda_bind import NodeTokens, bind_nodes, expand
+from gramc.automata.pda_table import PDATable
+from gramc.automata.trie import TokenTrie
+from gramc.runtime.bitmask import n_words, unpack_row
+from gramc.runtime.earley import ChartSet, EarleyParser
+
+#: Longest forced byte string followed by ``forced_tokens`` (a guard, not a semantic limit).
+MAX_FORCED_BYTES = 4096
+
+
+class _Overlay:
+    """A chart viewed as ``base + ext`` without copying ``base``."""
+
+    __slots__ = ("base", "ext", "n")
+
+    def __init__(self, base: Sequence[ChartSet], ext: list[ChartSet]):
+        self.base, self.ext, self.n = base, ext, len(base)
+
+    def __getitem__(self, j: int) -> ChartSet:
+        if j < 0:
+            j += self.n + len(self.ext)
+        return self.base[j] if j < self.n else self.ext[j - self.n]
+
+    def __len__(self) -> int:
+        return self.n + len(self.ext)
+
+
+class PDATokenTable:
+    """Per-node token tables of a bound PDA (eager, or lazy: bound per node on first use)."""
+
+    def __init__(self, table: PDATable, token_bytes: Sequence[bytes], special_ids, eos_ids,
+                 nodes: NodeTokens | None = None, trie: TokenTrie | None = None, depth: int = 2):
+        self.table = table
+        self.parser = EarleyParser(table)
+        self.token_bytes = list(token_bytes)
+        self.vocab_size = len(self.token_bytes)
+        self.special = frozenset(int(i) for i in special_ids)
+        self.eos_ids = tuple(int(e) for e in eos_ids)
+        self.n_words = n_words(self.vocab_size)
+        self._acc: list[np.ndarray | None] = [None] * table.n_nodes
+        self._unc: list[np.ndarray | None] = [None] * table.n_nodes
+        if nodes is not None:
+            for n in range(1, table.n_nodes):
+                self._install(n, nodes, n - 1)
+        self._trie, self._depth = trie, depth
+        self._expanded = expand(table, depth) if nodes is None else None
+        self._rank: np.ndarray | None = None
+        self._memo: dict[int, np.ndarray] = {}
+        self._masks: dict[tuple[int, int], np.ndarray] = {}
+        self._by_bytes: dict[bytes, int] | None = None
+
+    @property
+    def is_lazy(self) -> bool:
+        return self._expanded is not None
+
+    def _install(self, node: int, nodes: NodeTokens, row: int) -> None:
+        self._acc[node] = nodes.accepted[row]
+        self._unc[node] = nodes.unc_ids[nodes.unc_indptr[row] : nodes.unc_indptr[row + 1]]
+
+    def node_row(self, node: int) -> tuple[np.ndarray, np.ndarray]:
+        """(accepted bitmask row, uncertain ids) of ``node``, binding it first if lazy."""
+        if self._acc[node] is None:
+            nodes = bind_nodes(self.table, self._trie, np.array([node]), self._depth, self._expanded)
+            self._install(node, nodes, 0)
+        return self._acc[node], self._unc[node]
+
+    def all_nodes(self) -> NodeTokens:
+        """Rows of every node 1..N-1 (binding the rest first when lazy), for writing."""
+        rows = [self.node_row(n) for n in range(1, self.table.n_nodes)]
+        counts = [len(u) for _, u in rows]
+        return NodeTokens(
+            accepted=np.stack([a for a, _ in rows]) if rows else np.zeros((0, self.n_words), np.uint32),
+            unc_indptr=np.concatenate([[0], np.cumsum(counts)]).astype(np.int64),
+            unc_ids=np.concatenate([u for _, u in rows]).astype(np.int32) if rows else np.zeros(0, np.int32),
+        )
+
+    # ------------------------------------------------------------ masks
+
+    def words(self, chart: Sequence[ChartSet]) -> np.ndarray:
+        """The packed mask of the configuration ``chart`` (memoised by its key)."""
+        key = self.parser.key(chart)
+        if key is not None:
+            hit = self._memo.get(key)
+            if hit is not None:
+                return hit
+        out = self._compute(chart)
+        out.flags.writeable = False
+        if key is not None:
+            self._memo[key] = out
+        return out
+
+    def mask(self, chart: Sequence[ChartSet], size: int) -> np.ndarray:
+        """A read-only bool mask of length ``size`` (cached by configuration key)."""
+        key = self.parser.key(chart)
+        cached = self._masks.get((key, size)) if key is not None else None
+        if cached is None:
+            cached = unpack_row(self.words(chart), size)
+            cached.flags.writeable = False
+            if key is not None:
+                self._masks[(key, size)] = cached
+        return cached
+
+    def _compute(self, chart: Sequence[ChartSet]) -> np.ndarray:
+        nodes = sorted({n for n, _ in chart[-1].items})
+        rows = [self.node_row(n) for n in nodes]
+        out = np.bitwise_or.reduce(np.stack([a for a, _ in rows]), axis=0) if rows else \
+            np.zeros(self.n_words, np.uint32)
+        out = out.copy()
+        cands = np.unique(np.concatenate([u for _, u in rows])) if rows else np.zeros(0, np.int64)
+        if len(cands):
+            cands = cands[(out[cands >> 5] >> (cands & 31).astype(np.uint32)) & 1 == 0]
+            for t in self._check(chart, cands):
+                out[t >> 5] |= np.uint32(1 << (t & 31))
+        if self.eos_ids and self.parser.is_complete(chart[-1]):
+            for t in self.eos_ids:
+                out[t >> 5] |= np.uint32(1 << (t & 31))
+        return out
+
+    def _check(self, chart: Sequence[ChartSet], cands: np.ndarray) -> list[int]:
+        """The candidate tokens the real parse accepts (prefixes shared in byte order)."""
+        ok: list[int] = []
+        parser = self.parser
+        ext: list[ChartSet] = []
+        prefix = b""
+        dead_at = -1  # ext is a dead end from this prefix length on
+        for t in self._by_rank(cands):
+            if t in self.special:
+                if parser.scan_token(chart, t) is not None:
+                    ok.append(t)
+                continue
+            tb = self.token_bytes[t]
+            shared = _common_prefix(prefix, tb)
+            if 0 <= dead_at <= shared:
+                continue  # shares the prefix that already died
+            common = min(shared, len(ext))
+            del ext[common:]
+            dead_at = -1
+            view = _Overlay(chart, ext)
+            for b in tb[common:]:
+                s = parser.scan_byte(view, b)
+                if s is None:
+                    dead_at = len(ext) + 1
+                    break
+                ext.append(s)
+            prefix = tb
+            if dead_at < 0:
+                ok.append(t)
+        return ok
+
+    def _by_rank(self, ids: np.ndarray) -> list[int]:
+        if self._rank is None:
+            order = sorted(range(self.vocab_size), key=self.token_bytes.__getitem__)
+            self._rank = np.empty(self.vocab_size, dtype=np.int64)
+            self._rank[order] = np.arange(self.vocab_size)
+        return ids[np.argsort(self._rank[ids], kind="stable")].tolist()
+
+    # ------------------------------------------------------------ jump-forward
+
+    def forced(self, chart: Sequence[ChartSet]) -> list[int]:
+        """The longest-first tokens of the byte string the grammar forces from ``chart``."""
+        data = self._forced_bytes(chart)
+        if self._by_bytes is None:
+            self._by_bytes = {}
+            for i, tb in enumerate(self.token_bytes):
+                if tb and i not in self.special:
+                    self._by_bytes.setdefault(tb, i)
+        out, pos = [], 0
+        longest = max(map(len, self._by_bytes), default=0)
+        while pos < len(data):
+            for end in range(min(len(data), pos + longest), pos, -1):
+                t = self._by_bytes.get(data[pos:end])
+                if t is not None:
+                    out.append(t)
+                    pos = end
+                    break
+            else:
+                break
+        return out
+
+    def _forced_bytes(self, chart: Sequence[ChartSet]) -> bytes:
+        parser, table = self.parser, self.table
+        ext: list[ChartSet] = []
+        out = bytearray()
+        cls = table.byte_class
+        while len(out) < MAX_FORCED_BYTES:
+            view = _Overlay(chart, ext)
+            last = view[-1]
+            if parser.is_complete(last) or any(parser.delta_rows[n][c] for n, _ in last.items
+                                               for c in parser.token_col.values()):
+                break
+            classes = parser.live_bytes(last)
+            members = np.flatnonzero(np.isin(cls, list(classes)))
+            if len(members) != 1:
+                break
+            ext.append(parser.scan_byte(view, int(members[0])))
+            out.append(int(members[0]))
+        return bytes(out)
+
+
+def _common_prefix(a: bytes, b: bytes) -> int:
+    n = min(len(a), len(b))
+    i = 0
+    while i < n and a[i] == b[i]:
+        i += 1
+    return i

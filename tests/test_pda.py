@@ -1,0 +1,181 @@
+"""PDA artifacts against an independent Earley oracle: exact masks on random walks."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import gramc
+from earley import EarleyOracle
+from gramc.compiler.ir import (
+    EMPTY,
+    Grammar,
+    Ref,
+    Token,
+    alt,
+    byte_class,
+    byte_range,
+    literal,
+    optional,
+    repeat,
+    seq,
+)
+from gramc.compiler.passes import optimize
+from gramc.compiler.pda import build_pda
+from gramc.runtime.pda_artifact import PDAArtifact
+
+
+def _json_like() -> Grammar:
+    ws = repeat(byte_class(b" "), 0, 1)
+    string = seq(literal(b'"'), repeat(byte_class(b"ab"), 0, None), literal(b'"'))
+    num = seq(optional(literal(b"-")), repeat(byte_range(0x30, 0x32), 1, None))
+    member = seq(string, ws, literal(b":"), ws, Ref("value"))
+    obj = seq(literal(b"{"), ws, optional(seq(member, ws, repeat(seq(literal(b","), ws, member, ws), 0, None))), literal(b"}"))
+    arr = seq(literal(b"["), ws, optional(seq(Ref("value"), ws, repeat(seq(literal(b","), ws, Ref("value"), ws), 0, None))), literal(b"]"))
+    value = alt(string, num, literal(b"true"), Ref("object"), Ref("array"))
+    return Grammar({"root": seq(ws, Ref("value"), ws), "value": value, "object": obj, "array": arr}, "root")
+
+
+GRAMMARS = {
+    "parens": Grammar({"root": alt(EMPTY, seq(literal(b"("), Ref("root"), literal(b")"), Ref("root")))}, "root"),
+    "left_recursive_sum": Grammar({
+        "root": alt(Ref("num"), seq(Ref("root"), literal(b"+"), Ref("num"))),
+        "num": repeat(byte_range(0x30, 0x39), 1, 2),
+    }, "root"),
+    "arith": Grammar({
+        "root": Ref("expr"),
+        "expr": seq(Ref("term"), repeat(seq(byte_class(b"+-"), Ref("term")), 0, None)),
+        "term": seq(Ref("factor"), repeat(seq(byte_class(b"*"), Ref("factor")), 0, None)),
+        "factor": alt(repeat(byte_range(0x30, 0x39), 1, None), seq(literal(b"("), Ref("expr"), literal(b")"))),
+    }, "root"),
+    "json_like": _json_like(),
+    "nullable_mutual": Grammar({
+        "root": seq(Ref("a"), literal(b"z")),
+        "a": alt(EMPTY, seq(literal(b"x"), Ref("b"))),
+        "b": alt(EMPTY, seq(literal(b"y"), Ref("a"))),
+    }, "root"),
+    "special_tokens": Grammar({
+        "root": seq(Token(0), Ref("body"), Token(1)),
+        "body": alt(EMPTY, seq(literal(b"<"), Ref("body"), literal(b">"))),
+    }, "root"),
+}
+
+BASE_TOKENS = [b"(", b")", b"()", b"((", b"))", b")(", b"1", b"2", b"12", b"+", b"+1", b"*", b"-", b"(1",
+               b"1)", b"{", b"}", b'{"', b'"', b'"a', b"a", b"b", b'":', b":", b" ", b", ", b",", b"[", b"]",
+               b"[]", b"{}", b"true", b"tr", b"0", b"x", b"y", b"z", b"xy", b"yz", b"<", b">", b"<>", b"><",
+               b"]}", b"}]", b"},", b"],", b'"}', b'"]']
+
+
+def make_vocab(extra: list[bytes] = ()) -> gramc.Vocab:
+    tokens = BASE_TOKENS + [t for t in extra if t not in BASE_TOKENS]
+    specials = [b"<s>", b"</s>", b"<eos>"]
+    # ids 0 and 1 are the special tokens the grammars name; the last id is EOS.
+    return gramc.Vocab.from_list(specials[:2] + tokens + specials[2:], special_ids=[0, 1, len(tokens) + 2],
+                                 eos_ids=[len(tokens) + 2])
+
+
+def pda_artifact(g: Grammar, vocab, lazy=False):
+    return PDAArtifact.bound(build_pda(optimize(g)), {"format": "ir"}, vocab, lazy=lazy)
+
+
+def oracle_mask(oracle: EarleyOracle, chart, vocab) -> np.ndarray:
+    mask = np.zeros(vocab.size, dtype=bool)
+    for i, tok in enumerate(vocab.tokens):
+        if i in vocab.eos_ids:
+            mask[i] = oracle.is_complete(chart)
+        elif i in vocab.special_ids:
+            mask[i] = oracle.is_viable(oracle.step(chart, ("token", i)))
+        else:
+            mask[i] = oracle.is_viable(oracle.feed(chart, tok))
+    return mask
+
+
+def oracle_item(vocab, t):
+    return [("token", t)] if t in vocab.special_ids else list(vocab.tokens[t])
+
+
+@pytest.mark.parametrize("name", sorted(GRAMMARS))
+@pytest.mark.parametrize("lazy", [False, True])
+def test_masks_equal_the_earley_oracle_on_random_walks(name, lazy):
+    g, vocab = GRAMMARS[name], make_vocab()
+    oracle = EarleyOracle(g)
+    art = pda_artifact(g, vocab, lazy=lazy)
+    rng = np.random.default_rng(len(name))
+    for walk in range(12):
+        m, chart = art.matcher(), oracle.initial()
+        for step in range(14):
+            expected = oracle_mask(oracle, chart, vocab)
+            got = m.mask()
+            bad = np.flatnonzero(got != expected)
+            assert not len(bad), (name, walk, step, [(int(t), vocab.tokens[t], bool(got[t])) for t in bad[:6]])
+            assert m.is_complete() == oracle.is_complete(chart)
+            choices = [t for t in np.flatnonzero(expected) if t not in vocab.eos_ids]
+            if not choices:
+                break
+            t = int(rng.choice(choices))
+            assert m.commit_token(t)
+            chart = oracle.feed(chart, oracle_item(vocab, t))
+
+
+def test_serialised_artifact_behaves_identically():
+    g, vocab = GRAMMARS["json_like"], make_vocab()
+    art = pda_artifact(g, vocab)
+    data = art.to_bytes()
+    back = gramc.from_bytes(data)
+    assert back.kind == "pda" and back.to_bytes() == data
+    assert pda_artifact(g, vocab, lazy=True).to_bytes() == data  # lazy completes to the same tables
+    a, b = art.matcher(), back.matcher()
+    for t in [vocab.tokens.index(x) for x in [b"[", b"{", b'"a', b'":', b"1", b"}", b"]"]]:
+        assert np.array_equal(a.mask(), b.mask())
+        assert a.commit_token(t) and b.commit_token(t)
+    assert a.is_complete() and b.is_complete()
+
+
+def test_rollback_fork_and_validate():
+    g, vocab = GRAMMARS["parens"], make_vocab()
+    ids = {t: vocab.tokens.index(t) for t in [b"(", b")", b"((", b"))"]}
+    m = pda_artifact(g, vocab).matcher(max_rollback=4)
+    assert m.commit_tokens([ids[b"(("], ids[b")"]]) == 2
+    f = m.fork()
+    assert not m.is_complete() and m.commit_token(ids[b")"]) and m.is_complete()
+    m.rollback(2)
+    assert m.mask()[ids[b"))"]] and m.commit_token(ids[b"))"]) and m.is_complete()
+    assert not f.is_complete() and f.validate_tokens([ids[b")"], ids[b")"], ids[b"("]]) == 1
+
+
+def test_forced_tokens_in_a_recursive_grammar():
+    vocab = make_vocab([b'{"na', b"me", b'": '])
+    name = seq(literal(b'{"name": '), Ref("v"), literal(b"}"))
+    g = Grammar({"root": name, "v": alt(literal(b"1"), Ref("root"))}, "root")
+    m = pda_artifact(g, vocab).matcher()
+    forced = m.forced_tokens()
+    assert b"".join(vocab.tokens[t] for t in forced) == b'{"name": '
+    assert m.commit_tokens(forced) == len(forced) and m.forced_tokens() == []
+
+
+def test_eos_and_finish():
+    g, vocab = GRAMMARS["parens"], make_vocab()
+    eos = vocab.eos_ids[0]
+    m = pda_artifact(g, vocab).matcher()
+    assert m.mask()[eos]  # the empty string is in the language
+    assert m.commit_token(vocab.tokens.index(b"("))
+    assert not m.mask()[eos] and not m.commit_token(eos)
+    assert m.commit_token(vocab.tokens.index(b")")) and m.commit_token(eos)
+    assert m.is_finished() and not m.mask().any()
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.data())
+def test_random_strings_agree_with_the_oracle(data):
+    name = data.draw(st.sampled_from(sorted(GRAMMARS)))
+    g = GRAMMARS[name]
+    text = data.draw(st.lists(st.sampled_from(list(b'()1+*-{}[]"ab: ,truexyz<>')), max_size=12).map(bytes))
+    art = pda_artifact(g, make_vocab())
+    m = art.matcher()
+    oracle = EarleyOracle(g)
+    ok = m.commit_bytes(text)
+    assert ok == oracle.is_viable_prefix(text)
+    if ok:
+        assert m.is_complete() == oracle.fullmatch(text)
