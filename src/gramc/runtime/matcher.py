@@ -83,8 +83,8 @@ class Matcher:
     def fill_bitmask(self, out: np.ndarray) -> None:
         """Write the packed mask (see :mod:`gramc.runtime.bitmask`) into a uint32/int32 row."""
         n = n_words(self.vocab_size)
-        if out.ndim != 1 or out.shape[0] < n or out.dtype.itemsize != 4:
-            raise ValueError(f"need a 1-d 32-bit array of at least {n} words, got {out.dtype}{out.shape}")
+        if out.ndim != 1 or out.shape[0] < n or out.dtype.itemsize != 4 or out.dtype.kind not in "iu":
+            raise ValueError(f"need a 1-d int32/uint32 array of at least {n} words, got {out.dtype}{out.shape}")
         if self._ended:
             out.fill(0)
             return
@@ -214,14 +214,24 @@ class Matcher:
 class DFAMatcher(Matcher):
     """A matcher over a DFA artifact: the state is a state number; O(1) per query."""
 
-    __slots__ = ("_table",)
+    __slots__ = ("_table", "_shape", "_views")
 
     def __init__(self, artifact: Any, max_rollback: int = 16):
         self._table = artifact.token_table
+        self._shape = (self._table.n_words,)
+        self._views = {np.dtype(t).char: self._table.row_views(t) for t in (np.int32, np.uint32)}
         super().__init__(artifact, max_rollback)
 
     def _fork_extra(self, other: "Matcher") -> None:
-        self._table = other._table
+        self._table, self._shape, self._views = other._table, other._shape, other._views
+
+    def fill_bitmask(self, out: np.ndarray) -> None:
+        # Fast path for the common call: an exact-width int32/uint32 row of an eager table.
+        views = self._views.get(out.dtype.char)
+        if views is not None and out.shape == self._shape and not self._ended:
+            np.copyto(out, views[self._state])
+            return
+        super().fill_bitmask(out)
 
     def _start(self) -> int:
         return self._artifact.dfa.start

@@ -35,6 +35,7 @@ class TokenTable:
         self._words: np.ndarray | None = None  # eager: all rows; lazy: per-state dict
         self._word_rows: dict[int, np.ndarray] = {}
         self._masks: dict[tuple[int, int], np.ndarray] = {}
+        self._views: dict[str, list[np.ndarray]] = {}
         self._trie: TokenTrie | None = None
         self._forced_len: np.ndarray | None = None
         # Dense next-state rows (int32[V]) per state, built on a state's first commit when the
@@ -100,6 +101,20 @@ class TokenTable:
         if self._ids[q] is None:
             self._bind(q)
         return self._ids[q], self._next[q]
+
+    def row_views(self, dtype: np.dtype) -> list[np.ndarray] | None:
+        """Per-state bitmask rows viewed as ``dtype`` (int32 or uint32), or None when lazy.
+
+        A list of ready views makes ``fill_bitmask`` one ``np.copyto`` (no per-call indexing
+        or re-viewing), which is most of its cost at ~50k-250k tokens.
+        """
+        if self._words is None:
+            return None
+        key = np.dtype(dtype).str
+        views = self._views.get(key)
+        if views is None:
+            views = self._views[key] = list(self._words.view(dtype))
+        return views
 
     def words(self, q: int) -> np.ndarray:
         """The packed bitmask row of state ``q`` (EOS included where ``q`` accepts)."""
