@@ -37,4 +37,4 @@ def test_check_reports_a_changed_artifact(tmp_path):
     assert run_golden(tmp_path, update=False) == []
     (case / "source.regex").write_text("ab*\n")
     problems = run_golden(tmp_path, update=False)
-    assert any("program.gmask" in p for p in problems) and any("dfa.txt" in p for p in problems)
+    assert any("program.gmask" in p for p in problems) and any("automaton.txt" in p for p in problems)

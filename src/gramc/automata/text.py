@@ -1,9 +1,10 @@
-"""Readable text forms of automata (``gramc inspect --dfa``, golden ``dfa.txt`` files)."""
+"""Readable text forms of automata (``gramc inspect --dfa``, golden ``automaton.txt`` files)."""
 
 from __future__ import annotations
 
 import numpy as np
 
+from gramc.automata.pda_table import PDATable
 from gramc.automata.tables import DEAD, DFATable
 
 
@@ -40,3 +41,26 @@ def format_dfa(dfa: DFATable) -> str:
         edges += [f"<[{int(tid)}]> -> {int(t)}" for tid, t in zip(dfa.token_ids, dfa.delta[s, nbc:]) if t != DEAD]
         lines.append((f"{s}{' accept' if dfa.accept[s] else ''}: " + ", ".join(edges)).rstrip())
     return "\n".join(lines) + "\n"
+
+
+def format_pda(pda: PDATable) -> str:
+    """Per rule, one line per node: ``node [accept]: bytes -> node, <rule> -> node, ...``."""
+    nbc, base = pda.n_byte_classes, pda.call_base
+    lines = [f"{pda.n_nodes} nodes (0 is dead); {nbc} byte classes; start rule {pda.rule_names[pda.start_rule]}"]
+    for r, name in enumerate(pda.rule_names):
+        lines.append(f"rule {name} (starts at {int(pda.rule_start[r])}):")
+        for n in np.flatnonzero(pda.node_rule == r):
+            targets = pda.delta[n, pda.byte_class]
+            edges = [f"{describe_bytes(np.flatnonzero(targets == t).tolist())} -> {int(t)}"
+                     for t in sorted(set(targets.tolist()) - {DEAD})]
+            edges += [f"<[{int(tid)}]> -> {int(t)}"
+                      for tid, t in zip(pda.token_ids, pda.delta[n, nbc:base]) if t != DEAD]
+            edges += [f"{pda.rule_names[c]}() -> {int(t)}"
+                      for c, t in enumerate(pda.delta[n, base:]) if t != DEAD]
+            lines.append((f"  {n}{' accept' if pda.accept[n] else ''}: " + ", ".join(edges)).rstrip())
+    return "\n".join(lines) + "\n"
+
+
+def format_automaton(artifact) -> str:
+    """The text form of an artifact's automaton, whatever its kind."""
+    return format_dfa(artifact.dfa) if artifact.kind == "dfa" else format_pda(artifact.pda)

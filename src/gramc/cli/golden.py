@@ -2,7 +2,7 @@
 
 Each case directory holds one source file (``source.<ext>``, the extension names the format)
 and an optional ``options.json`` (CompileOptions fields). ``update`` writes ``program.gmask``
-(bound to the bundled gpt2 vocabulary), ``ir.txt`` and ``dfa.txt``; ``check`` rebuilds them
+(bound to the bundled gpt2 vocabulary), ``ir.txt`` and ``automaton.txt``; ``check`` rebuilds them
 and reports every file whose bytes differ.
 """
 
@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 
 from gramc.api import compile as compile_artifact
-from gramc.automata.text import format_dfa
+from gramc.automata.text import format_automaton
 from gramc.cli.sources import detect_format, read_pattern_file
 from gramc.compiler.pipeline import CompileOptions
 from gramc.errors import GramcError
@@ -34,7 +34,7 @@ def build_case(case: Path) -> dict[str, bytes]:
     return {
         "program.gmask": artifact.to_bytes(),
         "ir.txt": artifact.meta["ir"].encode(),
-        "dfa.txt": format_dfa(artifact.dfa).encode(),
+        "automaton.txt": format_automaton(artifact).encode(),
     }
 
 

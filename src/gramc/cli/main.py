@@ -88,11 +88,11 @@ def compile_cmd(src: str, vocab_spec: str, output: str | None, fmt: str, regex_d
 @main.command()
 @click.argument("artifact_path", type=click.Path(exists=True, dir_okay=False))
 @click.option("--ir", is_flag=True, help="Print the IR the artifact was compiled from.")
-@click.option("--dfa", "show_dfa", is_flag=True, help="Print the automaton's transitions.")
+@click.option("--dfa", "show_dfa", is_flag=True, help="Print the automaton's transitions (DFA, or per-rule PDA).")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable summary.")
 def inspect(artifact_path: str, ir: bool, show_dfa: bool, as_json: bool) -> None:
     """Describe a .gmask artifact: kind, states, vocabulary, sizes, options."""
-    from gramc.automata.text import format_dfa
+    from gramc.automata.text import format_automaton
     from gramc.runtime import load
 
     artifact = load(artifact_path)
@@ -101,7 +101,7 @@ def inspect(artifact_path: str, ir: bool, show_dfa: bool, as_json: bool) -> None
     if ir:
         click.echo(artifact.meta.get("ir", ""), nl=False)
     elif show_dfa:
-        click.echo(format_dfa(artifact.dfa), nl=False)
+        click.echo(format_automaton(artifact), nl=False)
     elif as_json:
         click.echo(json.dumps(info, indent=2, sort_keys=True))
     else:
@@ -134,12 +134,12 @@ def check(artifact_path: str, text_file: str, strip_newline: bool) -> None:
     """Does the text in TEXT_FILE (or stdin) match? Exit 0 if it does, 1 if not."""
     from gramc.cli.sources import read_bytes
     from gramc.runtime import load
-    from gramc.runtime.check import check_bytes
+    from gramc.runtime.check import check_artifact
 
     data = read_bytes(text_file)
     if strip_newline and data.endswith(b"\n"):
         data = data[:-1]
-    result = check_bytes(load(artifact_path).dfa, data)
+    result = check_artifact(load(artifact_path), data)
     click.echo(result.message)
     sys.exit(0 if result.ok else 1)
 

@@ -6,8 +6,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from gramc.automata.pda_table import PDATable
 from gramc.automata.tables import DEAD, DFATable
 from gramc.automata.text import describe_bytes
+from gramc.runtime.earley import EarleyParser
 
 
 @dataclass(frozen=True)
@@ -26,18 +28,50 @@ def expected_bytes(dfa: DFATable, state: int) -> list[int]:
     return np.flatnonzero(np.isin(dfa.byte_class, live_cols)).tolist()
 
 
+def check_artifact(artifact, data: bytes) -> CheckResult:
+    """Does ``data`` match the artifact's whole grammar (DFA or PDA)?"""
+    if artifact.kind == "dfa":
+        return check_bytes(artifact.dfa, data)
+    return check_bytes_pda(artifact.pda, data)
+
+
+def _failure(offset: int, expected: list[int], found: int | None) -> CheckResult:
+    exp = describe_bytes(expected)
+    if found is None:
+        return CheckResult(False, offset, exp, f"incomplete: the text ends at byte {offset}, expected {exp}")
+    return CheckResult(False, offset, exp, f"no match at byte {offset}: found {describe_bytes([found])}, "
+                                           f"expected {exp or 'end of input'}")
+
+
+_OK = "ok: the text matches"
+
+
+def check_bytes_pda(pda: PDATable, data: bytes) -> CheckResult:
+    """:func:`check_bytes` for a context-free grammar (an Earley parse)."""
+    parser = EarleyParser(pda)
+    chart = parser.initial()
+    for offset, b in enumerate(data):
+        s = parser.scan_byte(chart, b)
+        if s is None:
+            return _failure(offset, _classes_to_bytes(pda, parser.live_bytes(chart[-1])), b)
+        chart.append(s)
+    if parser.is_complete(chart[-1]):
+        return CheckResult(True, len(data), "", _OK)
+    return _failure(len(data), _classes_to_bytes(pda, parser.live_bytes(chart[-1])), None)
+
+
+def _classes_to_bytes(pda: PDATable, classes: set[int]) -> list[int]:
+    return np.flatnonzero(np.isin(pda.byte_class, list(classes))).tolist()
+
+
 def check_bytes(dfa: DFATable, data: bytes) -> CheckResult:
     """Does ``data`` match the whole grammar? If not, where and what was expected."""
     state = dfa.start
     for offset, b in enumerate(data):
         nxt = int(dfa.delta[state, dfa.byte_class[b]])
         if nxt == DEAD:
-            exp = describe_bytes(expected_bytes(dfa, state))
-            found = describe_bytes([b])
-            return CheckResult(False, offset, exp,
-                               f"no match at byte {offset}: found {found}, expected {exp or 'end of input'}")
+            return _failure(offset, expected_bytes(dfa, state), b)
         state = nxt
     if dfa.accept[state]:
-        return CheckResult(True, len(data), "", "ok: the text matches")
-    exp = describe_bytes(expected_bytes(dfa, state))
-    return CheckResult(False, len(data), exp, f"incomplete: the text ends at byte {len(data)}, expected {exp}")
+        return CheckResult(True, len(data), "", _OK)
+    return _failure(len(data), expected_bytes(dfa, state), None)
