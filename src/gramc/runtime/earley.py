@@ -25,12 +25,13 @@ TOP = (-1, -1)  # the waiting entry of the start rule at position 0: "return to 
 class ChartSet:
     """One Earley set: its items and, per rule, the (return node, origin) items waiting."""
 
-    __slots__ = ("items", "waiting", "conts")
+    __slots__ = ("items", "waiting", "conts", "key")
 
     def __init__(self, items: frozenset[Item], waiting: dict[int, tuple[Item, ...]]):
         self.items = items
         self.waiting = waiting
         self.conts: dict[int, int | None] = {}
+        self.key: int | None | bool = False  # False: not computed yet
 
 
 class EarleyParser:
@@ -131,11 +132,13 @@ class EarleyParser:
         None when a continuation is cyclic (left recursion at this position).
         """
         s = chart[-1]
-        try:
-            return self._intern(frozenset((n, self._cont(chart, j, self.node_rule[n], set()))
-                                          for n, j in s.items))
-        except _Cyclic:
-            return None
+        if s.key is False:
+            try:
+                s.key = self._intern(frozenset((n, self._cont(chart, j, self.node_rule[n], set()))
+                                               for n, j in s.items))
+            except _Cyclic:
+                s.key = None
+        return s.key
 
     def _cont(self, chart: Sequence[ChartSet], j: int, r: int, active: set) -> int:
         s = chart[j]

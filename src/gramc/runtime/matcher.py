@@ -31,7 +31,7 @@ class Matcher:
     """
 
     __slots__ = ("_artifact", "_state", "_ended", "_history", "max_rollback", "vocab_size",
-                 "_eos", "__weakref__")
+                 "_eos", "_shape", "__weakref__")
 
     def __init__(self, artifact: Any, max_rollback: int = 16):
         if max_rollback < 0:
@@ -39,6 +39,7 @@ class Matcher:
         self._artifact = artifact
         self.max_rollback = max_rollback
         self.vocab_size: int = artifact.vocab.size
+        self._shape = (n_words(self.vocab_size),)
         self._eos = frozenset(artifact.vocab.eos_ids)
         self._history: deque[tuple[Any, bool]] = deque(maxlen=max_rollback)
         self._state = self._start()
@@ -82,7 +83,10 @@ class Matcher:
 
     def fill_bitmask(self, out: np.ndarray) -> None:
         """Write the packed mask (see :mod:`gramc.runtime.bitmask`) into a uint32/int32 row."""
-        n = n_words(self.vocab_size)
+        if out.shape == self._shape and out.dtype.char in "iI" and not self._ended:
+            np.copyto(out, self._words(self._state).view(out.dtype))  # the common call
+            return
+        n = self._shape[0]
         if out.ndim != 1 or out.shape[0] < n or out.dtype.itemsize != 4 or out.dtype.kind not in "iu":
             raise ValueError(f"need a 1-d int32/uint32 array of at least {n} words, got {out.dtype}{out.shape}")
         if self._ended:
@@ -197,7 +201,7 @@ class Matcher:
     def fork(self) -> "Matcher":
         """An independent copy sharing the artifact (cheap: for beam search)."""
         m = object.__new__(type(self))
-        for slot in ("_artifact", "max_rollback", "vocab_size", "_eos", "_state", "_ended"):
+        for slot in ("_artifact", "max_rollback", "vocab_size", "_eos", "_shape", "_state", "_ended"):
             setattr(m, slot, getattr(self, slot))
         m._history = self._history.copy()
         m._fork_extra(self)
@@ -214,16 +218,15 @@ class Matcher:
 class DFAMatcher(Matcher):
     """A matcher over a DFA artifact: the state is a state number; O(1) per query."""
 
-    __slots__ = ("_table", "_shape", "_views")
+    __slots__ = ("_table", "_views")
 
     def __init__(self, artifact: Any, max_rollback: int = 16):
         self._table = artifact.token_table
-        self._shape = (self._table.n_words,)
         self._views = {np.dtype(t).char: self._table.row_views(t) for t in (np.int32, np.uint32)}
         super().__init__(artifact, max_rollback)
 
     def _fork_extra(self, other: "Matcher") -> None:
-        self._table, self._shape, self._views = other._table, other._shape, other._views
+        self._table, self._views = other._table, other._views
 
     def fill_bitmask(self, out: np.ndarray) -> None:
         # Fast path for the common call: an exact-width int32/uint32 row of an eager table.

@@ -60,6 +60,9 @@ class PDATokenTable:
         self._trie, self._depth = trie, depth
         self._expanded = expand(table, depth) if nodes is None else None
         self._rank: np.ndarray | None = None
+        if trie is not None:
+            self._rank = np.zeros(self.vocab_size, dtype=np.int64)
+            self._rank[trie.sorted_ids] = np.arange(len(trie.sorted_ids))
         self._memo: dict[int, np.ndarray] = {}
         self._masks: dict[tuple[int, int], np.ndarray] = {}
         self._by_bytes: dict[bytes, int] | None = None
@@ -163,6 +166,7 @@ class PDATokenTable:
         return ok
 
     def _by_rank(self, ids: np.ndarray) -> list[int]:
+        """``ids`` in the byte order of their tokens (specials, which have no bytes, first)."""
         if self._rank is None:
             order = sorted(range(self.vocab_size), key=self.token_bytes.__getitem__)
             self._rank = np.empty(self.vocab_size, dtype=np.int64)
