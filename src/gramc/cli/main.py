@@ -53,7 +53,7 @@ def _progress(enabled: bool):
               help="'gpt2' (bundled), a tokenizer.json / .tiktoken / .gguf file, or 'none' for an unbound artifact.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Output .gmask (default: SRC with .gmask).")
 @click.option("--format", "fmt", default="auto", show_default=True,
-              help="Source format: auto (from the file extension) or one of: regex.")
+              help="Source format: auto (from the file extension), regex, gbnf, ebnf or lark.")
 @click.option("--regex-dialect", type=click.Choice(["unicode", "bytes"]), default="unicode", show_default=True,
               help="How regex classes and '.' match: code points (ECMA-262) or raw bytes.")
 def compile_cmd(src: str, vocab_spec: str, output: str | None, fmt: str, regex_dialect: str) -> None:

@@ -18,12 +18,36 @@ def _regex(source: str, options: dict, source_name: str) -> Grammar:
     return Grammar.single(parse_regex(source, dialect=options["regex_dialect"], source_name=source_name))
 
 
+def _gbnf(source: str, options: dict, source_name: str) -> Grammar:
+    from gramc.compiler.frontends.gbnf import parse_gbnf
+
+    return parse_gbnf(source, source_name=source_name)
+
+
+def _ebnf(source: str, options: dict, source_name: str) -> Grammar:
+    from gramc.compiler.frontends.ebnf import parse_ebnf
+
+    return parse_ebnf(source, source_name=source_name)
+
+
+def _lark(source: str, options: dict, source_name: str) -> Grammar:
+    from gramc.compiler.frontends.lark import parse_lark
+
+    return parse_lark(source, source_name=source_name)
+
+
 FRONTENDS: dict[str, Callable[[str, dict, str], Grammar]] = {
     "regex": _regex,
+    "gbnf": _gbnf,
+    "ebnf": _ebnf,
+    "lark": _lark,
 }
 
 EXTENSIONS: dict[str, str] = {
     ".regex": "regex",
     ".re": "regex",
     ".rx": "regex",
+    ".gbnf": "gbnf",
+    ".ebnf": "ebnf",
+    ".lark": "lark",
 }
