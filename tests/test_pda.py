@@ -179,3 +179,12 @@ def test_random_strings_agree_with_the_oracle(data):
     assert ok == oracle.is_viable_prefix(text)
     if ok:
         assert m.is_complete() == oracle.fullmatch(text)
+
+
+def test_deep_nesting_has_no_depth_limit():
+    """Earley needs no stack bound: 5,000 nested brackets parse, mask and complete."""
+    g, vocab = GRAMMARS["parens"], make_vocab()
+    m = pda_artifact(g, vocab).matcher(max_rollback=0)
+    assert m.commit_bytes(b"(" * 5000)
+    assert m.mask()[vocab.tokens.index(b"))")] and not m.is_complete()
+    assert m.commit_bytes(b")" * 5000) and m.is_complete()

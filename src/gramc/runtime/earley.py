@@ -134,33 +134,38 @@ class EarleyParser:
         s = chart[-1]
         if s.key is False:
             try:
-                s.key = self._intern(frozenset((n, self._cont(chart, j, self.node_rule[n], set()))
+                s.key = self._intern(frozenset((n, self._cont(chart, j, self.node_rule[n]))
                                                for n, j in s.items))
             except _Cyclic:
                 s.key = None
         return s.key
 
-    def _cont(self, chart: Sequence[ChartSet], j: int, r: int, active: set) -> int:
-        s = chart[j]
-        if r in s.conts:
-            value = s.conts[r]
-            if value is None:
+    def _cont(self, chart: Sequence[ChartSet], j: int, r: int) -> int:
+        """The interned continuation of rule ``r`` entered at position ``j``: what its return
+        leads to, recursively. Iterative (nesting may be thousands deep); raises _Cyclic on a
+        continuation that contains itself."""
+        node_rule = self.node_rule
+        on_path: set[tuple[int, int]] = set()
+        stack = [(j, r, False)]
+        while stack:
+            j2, r2, expanded = stack.pop()
+            s = chart[j2]
+            if r2 in s.conts:
+                continue
+            waiting = s.waiting.get(r2, ())
+            if expanded:
+                s.conts[r2] = self._intern(frozenset(
+                    w if w is TOP else (w[0], chart[w[1]].conts[node_rule[w[0]]]) for w in waiting))
+                on_path.discard((j2, r2))
+                continue
+            if (j2, r2) in on_path:
                 raise _Cyclic
-            return value
-        if (j, r) in active:
-            raise _Cyclic
-        active.add((j, r))
-        parts = []
-        for w in s.waiting.get(r, ()):
-            if w is TOP:
-                parts.append(TOP)
-            else:
-                ret, i = w
-                parts.append((ret, self._cont(chart, i, self.node_rule[ret], active)))
-        active.discard((j, r))
-        value = self._intern(frozenset(parts))
-        s.conts[r] = value
-        return value
+            on_path.add((j2, r2))
+            stack.append((j2, r2, True))
+            for w in waiting:
+                if w is not TOP and node_rule[w[0]] not in chart[w[1]].conts:
+                    stack.append((w[1], node_rule[w[0]], False))
+        return chart[j].conts[r]
 
     def _intern(self, key: frozenset) -> int:
         value = self._interned.get(key)
