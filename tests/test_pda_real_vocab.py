@@ -1,0 +1,108 @@
+"""PDA masks on the real gpt2 vocabulary equal a brute-force Earley oracle.
+
+The oracle walks its own dict trie of the vocabulary depth-first, extending an independent
+Earley chart (tests/earley.py) byte by byte and pruning dead prefixes; a token is allowed when
+its last byte leaves a non-empty chart. Nothing is shared with gramc's binding, expanded
+automata or runtime parser.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import gramc
+from earley import EarleyOracle
+from gramc.compiler.frontends.gbnf import parse_gbnf
+from paths import shared_path
+
+PARENS = 'root ::= "" | "(" root ")" root'
+ARITH = '''
+root ::= expr
+expr ::= term (("+" | "-") term)*
+term ::= factor (("*" | "/") factor)*
+factor ::= [0-9]+ | "(" ws expr ws ")"
+ws ::= " "?
+'''
+
+
+def _trie(vocab) -> dict:
+    root: dict = {}
+    for i, tok in enumerate(vocab.tokens):
+        if i in vocab.special_ids or not tok:
+            continue
+        node = root
+        for b in tok:
+            node = node.setdefault(b, {})
+        node.setdefault(None, []).append(i)
+    return root
+
+
+def brute_force(oracle: EarleyOracle, chart, trie, vocab) -> np.ndarray:
+    mask = np.zeros(vocab.size, dtype=bool)
+    stack = [(trie, chart)]
+    while stack:
+        node, ch = stack.pop()
+        for b, child in node.items():
+            if b is None:
+                continue
+            nxt = oracle.step(ch, b)
+            if nxt[-1]:
+                mask[child.get(None, [])] = True
+                stack.append((child, nxt))
+    if oracle.is_complete(chart):
+        mask[list(vocab.eos_ids)] = True
+    return mask
+
+
+@pytest.fixture(scope="module")
+def gpt2():
+    vocab = gramc.load_vocab("gpt2")
+    return vocab, _trie(vocab)
+
+
+def walk(text: str, gpt2, tokens_or_steps, seed=0):
+    vocab, trie = gpt2
+    oracle = EarleyOracle(parse_gbnf(text))
+    m = gramc.compile(text, format="gbnf", vocab=vocab).matcher()
+    chart = oracle.initial()
+    rng = np.random.default_rng(seed)
+    for step in range(tokens_or_steps if isinstance(tokens_or_steps, int) else len(tokens_or_steps)):
+        expected = brute_force(oracle, chart, trie, vocab)
+        got = m.mask()
+        bad = np.flatnonzero(got != expected)
+        assert not len(bad), (step, [(int(t), vocab.tokens[t], bool(got[t])) for t in bad[:8]])
+        if isinstance(tokens_or_steps, int):
+            choices = [t for t in np.flatnonzero(expected) if t not in vocab.eos_ids]
+            if not choices:
+                return
+            t = int(rng.choice(choices))
+        else:
+            t = tokens_or_steps[step]
+            assert expected[t]
+        assert m.commit_token(t)
+        chart = oracle.feed(chart, vocab.tokens[t])
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_balanced_brackets_on_gpt2(gpt2, seed):
+    walk(PARENS, gpt2, 10, seed)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_arithmetic_with_nested_parentheses_on_gpt2(gpt2, seed):
+    walk(ARITH, gpt2, 10, seed)
+
+
+@pytest.mark.slow
+def test_llama_cpp_json_grammar_on_gpt2(gpt2):
+    vocab, _ = gpt2
+    text = shared_path("corpora", "gbnf", "json.gbnf").read_text()
+    doc = b'{"a": [1, -2.5e3, {"b": null}], "c\\u0041": true}'
+    by_bytes = {t: i for i, t in enumerate(vocab.tokens) if i not in vocab.special_ids}
+    tokens, pos = [], 0
+    while pos < len(doc):  # greedy longest-match tokenisation: any valid split will do
+        end = max(e for e in range(pos + 1, min(len(doc), pos + 12) + 1) if doc[pos:e] in by_bytes)
+        tokens.append(by_bytes[doc[pos:end]])
+        pos = end
+    walk(text, gpt2, tokens)
