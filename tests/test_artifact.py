@@ -158,3 +158,47 @@ def test_spec_documents_every_artifact_array_and_key(art):
         assert f"`{name}`" in spec, name
     for key in meta:
         assert f"`{key}`" in spec, key
+
+
+# ---------------------------------------------------------------- PDA artifacts
+
+PARENS = 'root ::= "" | "(" root ")" root'
+PDA_VOCAB = gramc.Vocab.from_list([b"(", b")", b"()", b"x", b"<eos>"], special_ids=[4], eos_ids=[4], name="p")
+
+
+@pytest.fixture(scope="module")
+def pda_art():
+    return gramc.compile(PARENS, format="gbnf", vocab=PDA_VOCAB)
+
+
+def test_pda_round_trip_and_spec_coverage(pda_art):
+    from pathlib import Path
+
+    data = pda_art.to_bytes()
+    back = gramc.from_bytes(data, vocab=PDA_VOCAB, verify=True)
+    assert back.kind == "pda" and back.to_bytes() == data
+    spec = (Path(__file__).resolve().parents[1] / "docs" / "format" / "gmask-v1.md").read_text()
+    meta, arrays = pda_art.to_arrays()
+    for name in list(arrays) + list(meta["pda"]):
+        assert f"`{name}`" in spec, name
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (_set("vocab.bytes", 0, ord("[")), "fingerprint"),
+        (_set("pda.delta", 5, 10**4), "pda.delta"),
+        (_set("pda.node_rule", 1, 7), "pda.node_rule"),
+        (lambda m, a: a.__setitem__("pda.accept", np.zeros_like(a["pda.accept"])), "cannot finish"),
+        (_set("nodes.unc_ids", 0, 10**6) , "nodes.unc_ids"),
+        (lambda m, a: a.__setitem__("nodes.accepted", a["nodes.accepted"][:1].copy()), "nodes.accepted"),
+        (lambda m, a: a.__setitem__("vocab.lengths", a["vocab.lengths"][:-1].copy()), "vocab.lengths"),
+        (lambda m, a: m["pda"].__setitem__("rule_names", []), "rule_names"),
+    ],
+)
+def test_hostile_pda_contents_are_rejected(pda_art, change, message):
+    meta, arrays = pda_art.to_arrays()
+    if message == "nodes.unc_ids" and not len(arrays["nodes.unc_ids"]):
+        pytest.skip("no uncertain tokens to corrupt")
+    with pytest.raises(ArtifactFormatError, match=message):
+        gramc.from_bytes(_tamper(pda_art, x=change))

@@ -89,13 +89,13 @@ class PDAArtifact(ArtifactBase):
         arrays = {f"pda.{k}": v for k, v in self.pda.arrays().items()}
         if self._table is not None:
             nodes = self._table.all_nodes()
-            blob, offsets = _pack_tokens(self._table.token_bytes)
+            blob, lengths = _pack_tokens(self._table.token_bytes)
             arrays.update({
                 "nodes.accepted": nodes.accepted.astype(np.uint32),
                 "nodes.unc_indptr": nodes.unc_indptr.astype(np.int64),
                 "nodes.unc_ids": nodes.unc_ids.astype(np.int32),
                 "vocab.bytes": blob,
-                "vocab.offsets": offsets,
+                "vocab.lengths": lengths,
                 "vocab.special_ids": np.array(sorted(self._table.special), dtype=np.int32),
             })
         return meta, arrays
@@ -113,15 +113,15 @@ class PDAArtifact(ArtifactBase):
 
 
 def _pack_tokens(tokens: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
-    lens = np.array([len(t) for t in tokens], dtype=np.int64)
-    offsets = np.concatenate([[0], np.cumsum(lens)]).astype(np.int64)
-    return np.frombuffer(b"".join(tokens), dtype=np.uint8), offsets
+    """All token bytes concatenated, and each token's length (uint16: small, compresses well)."""
+    lengths = np.array([len(t) for t in tokens], dtype=np.uint16)
+    return np.frombuffer(b"".join(tokens), dtype=np.uint8), lengths
 
 
-def unpack_tokens(blob: np.ndarray, offsets: np.ndarray) -> list[bytes]:
-    """Token byte strings from the ``vocab.bytes`` / ``vocab.offsets`` arrays."""
+def unpack_tokens(blob: np.ndarray, lengths: np.ndarray) -> list[bytes]:
+    """Token byte strings from the ``vocab.bytes`` / ``vocab.lengths`` arrays."""
     data = blob.tobytes()
-    bounds = offsets.tolist()
+    bounds = [0] + np.cumsum(lengths, dtype=np.int64).tolist()
     return [data[a:b] for a, b in zip(bounds, bounds[1:])]
 
 

@@ -213,7 +213,7 @@ _NODE_ARRAYS = {
     "nodes.unc_indptr": (np.int64, 1),
     "nodes.unc_ids": (np.int32, 1),
     "vocab.bytes": (np.uint8, 1),
-    "vocab.offsets": (np.int64, 1),
+    "vocab.lengths": (np.uint16, 1),
     "vocab.special_ids": (np.int32, 1),
 }
 
@@ -290,12 +290,12 @@ def _read_pda_artifact(meta: dict, arrays: dict, source: dict, info):
         return pda_from_parts(pda, source, depth, None, None, None, ())
     _check_arrays(arrays, _NODE_ARRAYS)
     _in_range("pda.token_ids", pda.token_ids, 0, info.size)
-    offsets, blob = arrays["vocab.offsets"], arrays["vocab.bytes"]
-    _require(offsets.shape == (info.size + 1,) and offsets[0] == 0 and offsets[-1] == len(blob)
-             and bool(np.all(np.diff(offsets) >= 0)), "vocab.offsets must run from 0 to len(vocab.bytes)")
+    lengths, blob = arrays["vocab.lengths"], arrays["vocab.bytes"]
+    _require(lengths.shape == (info.size,) and int(lengths.sum(dtype=np.int64)) == len(blob),
+             "vocab.lengths must have one entry per token and add up to len(vocab.bytes)")
     special = arrays["vocab.special_ids"]
     _in_range("vocab.special_ids", special, 0, info.size)
-    tokens = unpack_tokens(blob, offsets)
+    tokens = unpack_tokens(blob, lengths)
     vocab = Vocab(tokens, special_ids=special.tolist(), eos_ids=info.eos_ids)
     _require(vocab.fingerprint == info.fingerprint,
              "the stored token bytes do not match the recorded vocabulary fingerprint")
