@@ -9,11 +9,12 @@ from __future__ import annotations
 import json
 import sys
 import time
+import warnings
 from pathlib import Path
 
 import click
 
-from gramc.errors import EXIT_CODES, GramcError
+from gramc.errors import EXIT_CODES, GramcError, GramcWarning
 
 
 class _GramcGroup(click.Group):
@@ -69,17 +70,21 @@ def compile_cmd(src: str, vocab_spec: str, output: str | None, fmt: str, regex_d
     t0 = time.perf_counter()
     report("loading the vocabulary")
     vocab = None if vocab_spec.lower() == "none" else load_vocab(vocab_spec)
-    artifact = compile_artifact(source, fmt, vocab, options=CompileOptions(regex_dialect=regex_dialect),
-                                source_name="<stdin>" if src == "-" else src, progress=report)
-    report("writing")
-    out = Path(output) if output else (Path(src).with_suffix(".gmask") if src != "-" else Path("out.gmask"))
-    artifact.save(out)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", GramcWarning)
+        artifact = compile_artifact(source, fmt, vocab, options=CompileOptions(regex_dialect=regex_dialect),
+                                    source_name="<stdin>" if src == "-" else src, progress=report)
     if sys.stderr.isatty():
         click.echo("\r\033[K", err=True, nl=False)
+    for w in caught:
+        click.echo(f"gramc: warning: {w.message}", err=True)
+    out = Path(output) if output else (Path(src).with_suffix(".gmask") if src != "-" else Path("out.gmask"))
+    artifact.save(out)
     info = artifact.describe()
     vocab_text = f"{info['vocab']['name']} ({info['vocab']['size']} tokens)" if info["vocab"] else "unbound"
+    size = f"{info['states']} states" if info["kind"] == "dfa" else f"{len(info['rules'])} rules, {info['nodes']} nodes"
     click.echo(
-        f"wrote {out} ({out.stat().st_size:,} bytes): {info['kind']}, {info['states']} states, "
+        f"wrote {out} ({out.stat().st_size:,} bytes): {info['kind']}, {size}, "
         f"vocab {vocab_text}, {time.perf_counter() - t0:.2f}s",
         err=True,
     )

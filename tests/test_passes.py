@@ -1,0 +1,83 @@
+"""Grammar passes: references, unproductive and unreachable rules, inlining, recursion."""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+from click.testing import CliRunner
+
+from gramc.cli.main import main
+from gramc.compiler.ir import EMPTY, NOTHING, Grammar, Ref, TokenName, Token, alt, literal, seq
+from gramc.compiler.passes import (
+    check_references,
+    inline_nonrecursive,
+    optimize,
+    recursive_rules,
+    remove_unproductive,
+    remove_unreachable,
+    resolve_token_names,
+)
+from gramc.errors import GramcError, GramcWarning, GrammarSyntaxError, VocabularyError
+
+
+def test_undefined_reference_is_an_error():
+    g = Grammar({"root": seq(literal(b"a"), Ref("nope"))}, "root")
+    with pytest.raises(GrammarSyntaxError, match="undefined rule 'nope'"):
+        check_references(g)
+
+
+def test_unproductive_rule_is_dropped_with_a_warning():
+    g = Grammar({"root": alt(literal(b"a"), Ref("loop")), "loop": seq(literal(b"b"), Ref("loop"))}, "root")
+    with pytest.warns(GramcWarning, match="can never finish are ignored: loop"):
+        out = remove_unproductive(g)
+    assert out.rules == {"root": literal(b"a")}
+
+
+def test_empty_language_is_an_error():
+    g = Grammar({"root": seq(literal(b"a"), Ref("root"))}, "root")
+    with pytest.raises(GramcError, match="language is empty"):
+        remove_unproductive(g)
+
+
+def test_unreachable_rule_is_dropped_with_a_warning():
+    g = Grammar({"root": literal(b"a"), "spare": literal(b"b")}, "root")
+    with pytest.warns(GramcWarning, match="unused rules are ignored: spare"):
+        assert list(remove_unreachable(g).rules) == ["root"]
+
+
+def test_inlining_keeps_only_start_and_recursive_rules():
+    g = Grammar({
+        "root": seq(Ref("item"), Ref("list")),
+        "list": alt(EMPTY, seq(literal(b","), Ref("item"), Ref("list"))),
+        "item": alt(literal(b"x"), literal(b"y")),
+    }, "root")
+    assert recursive_rules(g) == {"list"}
+    out = inline_nonrecursive(g)
+    assert set(out.rules) == {"root", "list"}
+    assert str(out).splitlines()[0] == 'root ::= [xy] list'
+
+
+def test_left_recursion_terminates():
+    g = Grammar({"root": alt(literal(b"x"), seq(Ref("root"), literal(b"+x")))}, "root")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert optimize(g).is_recursive()
+
+
+def test_token_names_resolve_against_the_vocabulary():
+    g = Grammar({"root": seq(TokenName("<|eot|>"), literal(b"a"))}, "root")
+    assert resolve_token_names(g, {"<|eot|>": 7}).rules["root"] == seq(Token(7), literal(b"a"))
+    with pytest.raises(VocabularyError, match="no special token named <|eot|>"):
+        resolve_token_names(g, {"<|other|>": 1})
+    with pytest.raises(GramcError, match="compile it with a vocabulary"):
+        resolve_token_names(g, None)
+
+
+def test_cli_prints_pass_warnings_as_one_line_each(tmp_path):
+    src = tmp_path / "g.gbnf"
+    src.write_text('root ::= "a" | loop\nloop ::= "b" loop\nspare ::= "c"\n')
+    res = CliRunner().invoke(main, ["compile", str(src), "--vocab", "gpt2"])
+    assert res.exit_code == 0, res.output
+    lines = [l for l in res.stderr.splitlines() if l.startswith("gramc: warning:")]
+    assert any("never finish are ignored: loop" in l for l in lines) and any("unused rules" in l and "spare" in l for l in lines)
