@@ -50,6 +50,51 @@ class ArtifactBase:
     kind: str
     meta: dict[str, Any]
     vocab: VocabInfo | None
+    _table: Any
+
+    # ------------------------------------------------------------ binding and matching
+
+    def _unbound_copy_args(self) -> tuple:
+        """The positional arguments of ``bound()`` that describe the automaton."""
+        raise NotImplementedError
+
+    def _bind_options(self) -> dict:
+        """Keyword arguments of ``bound()`` that must survive re-binding."""
+        return {}
+
+    def _matcher_class(self) -> type:
+        raise NotImplementedError
+
+    def bind(self, vocab: "Vocab | str", *, lazy: bool = False):
+        """This artifact bound to ``vocab`` (a bound artifact must match its fingerprint)."""
+        vocab = load_vocab(vocab)
+        if self.vocab is not None:
+            check_vocab(self.vocab, vocab)
+            return self
+        return type(self).bound(*self._unbound_copy_args(), vocab, lazy=lazy, **self._bind_options())
+
+    @property
+    def is_bound(self) -> bool:
+        return self._table is not None
+
+    @property
+    def is_lazy(self) -> bool:
+        return self._table is not None and self._table.is_lazy
+
+    @property
+    def token_table(self):
+        """The per-state (DFA) or per-node (PDA) token tables; raises when unbound."""
+        if self._table is None:
+            raise VocabularyError(
+                "this artifact is not bound to a vocabulary: call artifact.bind(vocab) "
+                "or gramc.load(path, vocab=...)"
+            )
+        return self._table
+
+    def matcher(self, max_rollback: int = 16):
+        """A fresh matcher (see :mod:`gramc.runtime.matcher`) at the start of the grammar."""
+        self.token_table  # raises for an unbound artifact
+        return self._matcher_class()(self, max_rollback=max_rollback)
 
     def to_arrays(self) -> tuple[dict, dict[str, np.ndarray]]:
         raise NotImplementedError
@@ -115,37 +160,13 @@ class Artifact(ArtifactBase):
             table = TokenTable.eager(dfa, rows, vocab.size, info.eos_ids)
         return cls(dfa, meta, info, table)
 
-    def bind(self, vocab: Vocab | str, *, lazy: bool = False) -> "Artifact":
-        """This artifact bound to ``vocab`` (a bound artifact must match its fingerprint)."""
-        vocab = load_vocab(vocab)
-        if self.vocab is not None:
-            check_vocab(self.vocab, vocab)
-            return self
-        return Artifact.bound(self.dfa, self.meta, vocab, lazy=lazy)
+    def _unbound_copy_args(self) -> tuple:
+        return (self.dfa, self.meta)
 
-    @property
-    def is_bound(self) -> bool:
-        return self._table is not None
-
-    @property
-    def is_lazy(self) -> bool:
-        return self._table is not None and self._table.is_lazy
-
-    @property
-    def token_table(self) -> TokenTable:
-        if self._table is None:
-            raise VocabularyError(
-                "this artifact is not bound to a vocabulary: call artifact.bind(vocab) "
-                "or gramc.load(path, vocab=...)"
-            )
-        return self._table
-
-    def matcher(self, max_rollback: int = 16):
-        """A fresh :class:`~gramc.runtime.matcher.Matcher` at the start of the grammar."""
+    def _matcher_class(self):
         from gramc.runtime.matcher import DFAMatcher
 
-        self.token_table  # raises for an unbound artifact
-        return DFAMatcher(self, max_rollback=max_rollback)
+        return DFAMatcher
 
     # ------------------------------------------------------------ serialisation
 
@@ -225,17 +246,13 @@ def _from_container(meta: dict, arrays: dict, vocab, verify: bool):
     if verify:
         if vocab_obj is None:
             raise VocabularyError("verify=True needs the vocabulary the artifact was bound to")
-        fresh = type(art).bound(*_unbound_parts(art), vocab_obj)
+        fresh = type(art).bound(*art._unbound_copy_args(), vocab_obj, **art._bind_options())
         if fresh.to_bytes() != art.to_bytes():
             raise ArtifactFormatError(
                 "the token table does not match the vocabulary: the file was altered "
                 "or written by an incompatible compiler"
             )
     return art
-
-
-def _unbound_parts(art) -> tuple:
-    return (art.dfa, art.meta) if art.kind == "dfa" else (art.pda, art.meta)
 
 
 __all__ = ["Artifact", "ArtifactBase", "VocabInfo", "load", "from_bytes", "check_vocab", "ARTIFACT_VERSION"]

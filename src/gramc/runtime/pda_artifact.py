@@ -16,10 +16,9 @@ import numpy as np
 from gramc.automata.pda_bind import DEFAULT_DEPTH, NodeTokens, bind_nodes, expand
 from gramc.automata.pda_table import PDATable
 from gramc.automata.trie import trie_for
-from gramc.errors import VocabularyError
-from gramc.runtime.artifact import ArtifactBase, VocabInfo, check_vocab
+from gramc.runtime.artifact import ArtifactBase, VocabInfo
 from gramc.runtime.pda_tokens import PDATokenTable
-from gramc.vocab import Vocab, load_vocab
+from gramc.vocab import Vocab
 
 
 @dataclass(eq=False)
@@ -50,37 +49,16 @@ class PDAArtifact(ArtifactBase):
         table = PDATokenTable(pda, vocab.tokens, vocab.special_ids, vocab.eos_ids, nodes, trie, depth)
         return cls(pda, meta, VocabInfo.of(vocab), table, depth)
 
-    def bind(self, vocab: Vocab | str, *, lazy: bool = False) -> "PDAArtifact":
-        """This artifact bound to ``vocab`` (a bound artifact must match its fingerprint)."""
-        vocab = load_vocab(vocab)
-        if self.vocab is not None:
-            check_vocab(self.vocab, vocab)
-            return self
-        return PDAArtifact.bound(self.pda, self.meta, vocab, lazy=lazy, depth=self.depth)
+    def _unbound_copy_args(self) -> tuple:
+        return (self.pda, self.meta)
 
-    @property
-    def is_bound(self) -> bool:
-        return self._table is not None
+    def _bind_options(self) -> dict:
+        return {"depth": self.depth}
 
-    @property
-    def is_lazy(self) -> bool:
-        return self._table is not None and self._table.is_lazy
-
-    @property
-    def token_table(self) -> PDATokenTable:
-        if self._table is None:
-            raise VocabularyError(
-                "this artifact is not bound to a vocabulary: call artifact.bind(vocab) "
-                "or gramc.load(path, vocab=...)"
-            )
-        return self._table
-
-    def matcher(self, max_rollback: int = 16):
-        """A fresh matcher at the start of the grammar."""
+    def _matcher_class(self):
         from gramc.runtime.pda_matcher import PDAMatcher
 
-        self.token_table  # raises for an unbound artifact
-        return PDAMatcher(self, max_rollback=max_rollback)
+        return PDAMatcher
 
     def to_arrays(self) -> tuple[dict, dict[str, np.ndarray]]:
         """The container metadata and arrays (lazy tables are completed first)."""
