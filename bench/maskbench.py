@@ -1,0 +1,803 @@
+#!/usr/bin/env python
+"""MaskBench: JSON Schema token masks, gramc against llguidance and xgrammar.
+
+The protocol (issue 4): for each schema of ``maskbench.dev.jsonl.gz`` (5,555 JSONSchemaBench
+schemas, each with valid and invalid instances):
+
+1. compile it (TTFM, "time to first mask": schema text -> compiled matcher -> first mask filled;
+   a per-schema time limit, 30 s by default, after which the worker is killed and the schema
+   counts as a compile error);
+2. for each test instance and for both serialisations, compact
+   ``json.dumps(data, separators=(",", ":"), ensure_ascii=False)`` and default ``json.dumps(data)``
+   (``", "``/``": "`` separators, ``ensure_ascii=True`` so non-ASCII is ``\\uXXXX``), tokenize the
+   text with the Llama 3 tokenizer, then before each token fill the packed 32-bit mask (TBM, "time
+   between masks", one sample per fill) and check the token is allowed; after the last token fill
+   the mask once more: the text is *accepted* when every token was allowed (and committed) and the
+   final mask allows an EOS id;
+3. a valid instance must be accepted; an invalid one must not be (rejected at some token, or no
+   EOS at the end).
+
+Outcome per schema: ``passing``; ``compile error`` (the engine refused, failed, crashed or ran out
+of time); ``invalidation error`` (some invalid instance accepted); ``validation error`` (some valid
+instance rejected, and no invalid one accepted). A schema with both kinds of mistake is counted as
+an invalidation error; the raw JSON keeps both flags.
+
+Engines run in worker processes, one schema at a time each, so a hung or crashing compile can be
+killed. With ``--workers 1`` (the default) one worker runs at a time and the parent only waits:
+the timings are single-threaded measurements. ``--workers N`` (N > 1) runs N workers in parallel
+for correctness-only runs; timing is then not reported.
+
+Usage::
+
+    python bench/maskbench.py --workers 2 --out bench/results/maskbench.full.json      # correctness
+    python bench/maskbench.py --limit 300 --seed 0 --out bench/results/maskbench.timed.json  # timed
+    python bench/maskbench.py --ids tests/data/maskbench_sample_ids.txt --engines gramc
+    python bench/maskbench.py --update-baseline     # rewrite tests/data/maskbench_baseline.json
+    python bench/maskbench.py --from-json bench/results/maskbench.timed.json        # re-print
+"""
+
+from __future__ import annotations
+
+import os
+
+for _var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMEXPR_NUM_THREADS",
+             "VECLIB_MAXIMUM_THREADS", "RAYON_NUM_THREADS", "TVM_NUM_THREADS"):
+    os.environ[_var] = "1"
+os.environ["TOKENIZERS_PARALLELISM"] = "false"
+
+import argparse
+import collections
+import gc
+import gzip
+import json
+import multiprocessing
+import multiprocessing.connection
+import random
+import re
+import signal
+import sys
+import time
+import traceback
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+SHARED = Path(os.environ.get("GRAMC_SHARED", "/work/shared"))
+CORPUS = SHARED / "corpora" / "maskbench.dev.jsonl.gz"
+SAMPLE_IDS = REPO / "tests" / "data" / "maskbench_sample_ids.txt"
+BASELINE = REPO / "tests" / "data" / "maskbench_baseline.json"
+#: The vocabulary of the sample test and of --update-baseline (the protocol's vocabulary).
+BASELINE_VOCAB = "llama3"
+
+ENGINES = ["gramc", "llguidance", "xgrammar"]
+ALL_ENGINES = ENGINES + ["gramc-lazy"]
+OUTCOMES = ["passing", "compile error", "validation error", "invalidation error"]
+FRONTEND_MISSING = "json_schema frontend not available"
+
+#: Options each engine is run with (recorded in the raw JSON and the docs).
+ENGINE_OPTIONS = {
+    "gramc": "gramc.compile(json.dumps(schema), format='json_schema', vocab=Vocab(llama3)) with default "
+             "CompileOptions; art.matcher(max_rollback=0); Matcher.fill_bitmask / commit_token; "
+             "gramc.errors.GramcWarning messages recorded",
+    "gramc-lazy": "as gramc, with lazy=True (states bound on first use; same masks)",
+    "llguidance": "LLMatcher(LLTokenizer(gramc token bytes, eos=all EOS ids), "
+                  "LLMatcher.grammar_from_json_schema(json.dumps(schema), "
+                  "defaults={'whitespace_flexible': True}), log_level=0) — otherwise llguidance's "
+                  "defaults (lenient=False, coerce_one_of=False); compile error = is_error() after "
+                  "construction; llguidance.numpy.fill_next_token_bitmask / consume_token",
+    "xgrammar": "GrammarCompiler(TokenizerInfo(gramc token bytes, RAW, stop_token_ids=EOS ids), "
+                "max_threads=1, cache_enabled=False).compile_json_schema(json.dumps(schema), "
+                "any_whitespace=True, strict_mode=False, any_order=False); GrammarMatcher; "
+                "fill_next_token_bitmask / accept_token",
+}
+
+perf_ns = time.perf_counter_ns
+
+
+# --------------------------------------------------------------------------- corpus
+
+
+def load_corpus(path: Path = CORPUS) -> list[dict]:
+    with gzip.open(path, "rt", encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def read_ids(path: Path) -> list[str]:
+    return [ln.strip() for ln in Path(path).read_text().splitlines() if ln.strip() and not ln.startswith("#")]
+
+
+def select(records: list[dict], ids: list[str] | None = None, limit: int | None = None,
+           seed: int = 0) -> list[dict]:
+    """``ids`` (in that order), else a seeded random sample of ``limit`` (in corpus order), else all."""
+    if ids is not None:
+        by_id = {r["id"]: r for r in records}
+        missing = [i for i in ids if i not in by_id]
+        if missing:
+            raise SystemExit(f"{len(missing)} ids not in the corpus, e.g. {missing[:3]}")
+        return [by_id[i] for i in ids]
+    if limit is not None and limit < len(records):
+        keep = set(random.Random(seed).sample(range(len(records)), limit))
+        return [r for i, r in enumerate(records) if i in keep]
+    return list(records)
+
+
+def serialisations(data) -> list[tuple[str, str]]:
+    """The protocol's two texts of an instance (one when they are the same string)."""
+    compact = json.dumps(data, separators=(",", ":"), ensure_ascii=False)
+    default = json.dumps(data)
+    return [("compact", compact)] if compact == default else [("compact", compact), ("default", default)]
+
+
+# --------------------------------------------------------------------------- engines (in workers)
+
+
+class EngineError(Exception):
+    """A compile error, with the engine's error class name."""
+
+    def __init__(self, cls: str, message: str):
+        super().__init__(message)
+        self.cls = cls
+        self.message = message
+
+
+class GramcAdapter:
+    name = "gramc"
+    lazy = False
+
+    def setup(self, ctx) -> dict:
+        import gramc
+        import gramc.api  # noqa: F401  (the compiler)
+
+        self.gramc, self.ctx = gramc, ctx
+        self.row = np.zeros(ctx.words, dtype=np.int32)
+        self.words = self.row.view(np.uint32)
+        self.available = True
+        try:
+            gramc.compile('{"type": "string"}', format="json_schema", vocab=ctx.vocab, lazy=self.lazy)
+        except gramc.GramcError as e:
+            if "unknown source format" in str(e):
+                self.available = False
+            # any other error: the frontend exists; per-schema errors are reported per schema
+        return {"json_schema_frontend": self.available}
+
+    def compile(self, text: str):
+        if not self.available:
+            raise EngineError("StandIn", FRONTEND_MISSING)
+        gramc = self.gramc
+        from gramc.errors import GramcWarning
+
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", GramcWarning)
+            try:
+                art = gramc.compile(text, format="json_schema", vocab=self.ctx.vocab, lazy=self.lazy)
+            except gramc.GramcError as e:
+                raise EngineError(type(e).__name__, str(e)) from None
+        warns = [str(w.message) for w in caught if issubclass(w.category, GramcWarning)]
+        return art.matcher(max_rollback=0), warns
+
+    def fill(self, m):
+        m.fill_bitmask(self.row)
+
+    def commit(self, m, t) -> bool:
+        return bool(m.commit_token(t))
+
+    def complete(self, m) -> bool | None:
+        return bool(m.is_complete())
+
+    def reset(self, m):
+        m.reset()
+        return m
+
+
+class GramcLazyAdapter(GramcAdapter):
+    name = "gramc-lazy"
+    lazy = True
+
+
+class LlguidanceAdapter:
+    name = "llguidance"
+
+    def setup(self, ctx) -> dict:
+        from regex_bench import LlguidanceEngine
+
+        eng = LlguidanceEngine()
+        eng.setup(ctx)
+        self.llg, self.tok, self.ctx = eng.llg, eng.tok, ctx
+        self.llnp = eng.llnp
+        self.bm = np.zeros((1, ctx.words), dtype=np.int32)
+        self.words = self.bm[0].view(np.uint32)
+        self.grammar = None
+        self.compile('{"type": "object", "properties": {"a": {"type": "integer"}}}')
+        return {}
+
+    def compile(self, text: str):
+        llg = self.llg
+        try:
+            grammar = llg.LLMatcher.grammar_from_json_schema(text, defaults={"whitespace_flexible": True})
+        except Exception as e:  # noqa: BLE001  (ValueError on bad JSON)
+            raise EngineError(type(e).__name__, str(e)) from None
+        m = llg.LLMatcher(self.tok, grammar, log_level=0)
+        if m.is_error():
+            raise EngineError("LLMatcherError", m.get_error())
+        self.grammar = grammar
+        return m, []
+
+    def fill(self, m):
+        self.llnp.fill_next_token_bitmask(m, self.bm)
+
+    def commit(self, m, t) -> bool:
+        return bool(m.consume_token(t)) and not m.is_error()
+
+    def complete(self, m) -> bool | None:
+        return bool(m.is_accepting())
+
+    def reset(self, m):
+        if m.is_error():  # an errored matcher cannot be reset: build a new one (not timed)
+            return self.llg.LLMatcher(self.tok, self.grammar, log_level=0)
+        m.reset()
+        return m
+
+
+class XgrammarAdapter:
+    name = "xgrammar"
+
+    def setup(self, ctx) -> dict:
+        from regex_bench import XgrammarEngine
+
+        eng = XgrammarEngine()
+        eng.setup(ctx)
+        self.xgr, self.compiler, self.ctx = eng.xgr, eng.compiler, ctx
+        self.bm = self.xgr.allocate_token_bitmask(1, ctx.size)
+        self.words = self.bm.numpy()[0].view(np.uint32)
+        self.compile('{"type": "object", "properties": {"a": {"type": "integer"}}}')
+        return {}
+
+    def compile(self, text: str):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            try:
+                cg = self.compiler.compile_json_schema(text, any_whitespace=True, strict_mode=False,
+                                                       any_order=False)
+            except Exception as e:  # noqa: BLE001
+                raise EngineError(type(e).__name__, str(e)) from None
+        return self.xgr.GrammarMatcher(cg), [str(w.message) for w in caught]
+
+    def fill(self, m):
+        m.fill_next_token_bitmask(self.bm)
+
+    def commit(self, m, t) -> bool:
+        return bool(m.accept_token(t))
+
+    def complete(self, m) -> bool | None:
+        return None  # no such query: the EOS bit of the final mask decides
+
+    def reset(self, m):
+        m.reset()
+        return m
+
+
+ADAPTERS = {"gramc": GramcAdapter, "gramc-lazy": GramcLazyAdapter, "llguidance": LlguidanceAdapter,
+            "xgrammar": XgrammarAdapter}
+
+
+def _allowed(words: np.ndarray, t: int) -> bool:
+    return bool((int(words[t >> 5]) >> (t & 31)) & 1)
+
+
+def walk(ad, m, ids: list[int], eos: list[int], tbm: list[int], first: list | None):
+    """Run one tokenised text through matcher ``m``: (verdict, position, note).
+
+    Verdicts: ``accepted`` (every token allowed and committed, EOS allowed at the end),
+    ``rejected`` (the mask refused the token at ``position``), ``incomplete`` (no EOS at the end),
+    ``commit-refused`` (the mask allowed the token but the commit failed). Each mask fill is timed
+    into ``tbm``, except the first one when ``first`` is given (that one ends the TTFM clock; its
+    end time is stored in ``first[0]``)."""
+    words = ad.words
+    fill = ad.fill
+    n = len(ids)
+    for pos in range(n + 1):
+        t0 = perf_ns()
+        fill(m)
+        t1 = perf_ns()
+        if first is not None:
+            first.append(t1)
+            first = None
+        else:
+            tbm.append(t1 - t0)
+        if pos == n:
+            eos_ok = any(_allowed(words, e) for e in eos)
+            note = None
+            c = ad.complete(m)
+            if c is not None and c != eos_ok:
+                note = f"is_complete()={c} but EOS {'allowed' if eos_ok else 'not allowed'} in the final mask"
+            return ("accepted" if eos_ok else "incomplete"), pos, note
+        t = ids[pos]
+        if not _allowed(words, t):
+            return "rejected", pos, None
+        if not ad.commit(m, t):
+            return "commit-refused", pos, f"mask allowed token {t} at position {pos} but the commit was refused"
+    raise AssertionError("unreachable")
+
+
+def run_schema(ad, ctx, rec: dict, conn) -> dict:
+    """The protocol on one schema; sends ("compiled", ttfm_ns) to the parent once compiled."""
+    texts = []
+    for ti, test in enumerate(rec["tests"]):
+        for kind, text in serialisations(test["data"]):
+            texts.append((ti, bool(test["valid"]), kind, text, ctx.tokenize(text)))
+    schema_text = json.dumps(rec["schema"])
+    res = {"id": rec["id"], "n_tests": len(rec["tests"]), "n_texts": len(texts)}
+    gc.collect()
+    gc.disable()
+    try:
+        t0 = perf_ns()
+        try:
+            m, warns = ad.compile(schema_text)
+        except EngineError as e:
+            dt = perf_ns() - t0
+            conn.send(("compiled", None))
+            res.update(outcome="compile error", error_class=e.cls, error=e.message[:2000], compile_fail_ms=dt / 1e6)
+            return res
+        except MemoryError:
+            conn.send(("compiled", None))
+            res.update(outcome="compile error", error_class="MemoryError", error="MemoryError during compile")
+            return res
+        first: list[int] = []
+        tbm: list[int] = []
+        if not texts:
+            ad.fill(m)
+            first.append(perf_ns())
+        res["warnings"] = warns[:20]
+        failures_valid, failures_invalid, notes = [], [], []
+        n_tokens = 0
+        for k, (ti, valid, kind, text, ids) in enumerate(texts):
+            if k == 0:
+                verdict, pos, note = walk(ad, m, ids, ctx.eos, tbm, first)
+                ttfm = first[0] - t0
+                conn.send(("compiled", ttfm))
+                res["ttfm_ms"] = ttfm / 1e6
+            else:
+                m = ad.reset(m)
+                verdict, pos, note = walk(ad, m, ids, ctx.eos, tbm, None)
+            n_tokens += len(ids)
+            if note and len(notes) < 5:
+                notes.append(f"test {ti} {kind}: {note}")
+            accepted = verdict == "accepted"
+            if valid and not accepted:
+                failures_valid.append({"test": ti, "serialisation": kind, "verdict": verdict, "position": pos,
+                                       "n_tokens": len(ids), "text": text[:300],
+                                       "at": repr(b"".join(ctx.vocab.tokens[t] for t in ids[:pos])[-60:])})
+            elif not valid and accepted:
+                failures_invalid.append({"test": ti, "serialisation": kind, "text": text[:300]})
+        if not texts:
+            ttfm = first[0] - t0
+            conn.send(("compiled", ttfm))
+            res["ttfm_ms"] = ttfm / 1e6
+    finally:
+        gc.enable()
+    res["n_tokens"] = n_tokens
+    res["validation_failures"] = failures_valid[:5]
+    res["invalidation_failures"] = failures_invalid[:5]
+    res["n_validation_failures"] = len(failures_valid)
+    res["n_invalidation_failures"] = len(failures_invalid)
+    if notes:
+        res["notes"] = notes
+    res["outcome"] = ("invalidation error" if failures_invalid else
+                      "validation error" if failures_valid else "passing")
+    res["tbm_ns"] = tbm
+    return res
+
+
+def worker_main(conn, engine: str, vocab_key: str, mem_limit_gb: float) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if mem_limit_gb and engine.startswith("gramc"):
+        import resource
+
+        lim = int(mem_limit_gb * 2**30)
+        resource.setrlimit(resource.RLIMIT_AS, (lim, lim))
+    try:
+        from regex_bench import VocabCtx
+
+        ctx = VocabCtx(vocab_key)
+        ad = ADAPTERS[engine]()
+        info = ad.setup(ctx)
+    except BaseException as e:  # noqa: BLE001
+        conn.send(("setup-failed", f"{type(e).__name__}: {e}\n{traceback.format_exc()}"))
+        return
+    conn.send(("ready", info))
+    while True:
+        try:
+            msg = conn.recv()
+        except EOFError:
+            return
+        if msg is None:
+            return
+        try:
+            res = run_schema(ad, ctx, msg, conn)
+        except BaseException as e:  # noqa: BLE001
+            res = {"id": msg["id"], "outcome": "compile error", "error_class": "HarnessError",
+                   "error": f"{type(e).__name__}: {e}"[:2000], "traceback": traceback.format_exc()[-3000:]}
+            gc.enable()
+        conn.send(("done", res))
+
+
+# --------------------------------------------------------------------------- supervision (parent)
+
+
+class Worker:
+    def __init__(self, mp, engine, vocab_key, mem_limit_gb, setup_timeout=300):
+        self.conn, child = mp.Pipe()
+        self.proc = mp.Process(target=worker_main, args=(child, engine, vocab_key, mem_limit_gb), daemon=True)
+        self.proc.start()
+        child.close()
+        if not self.conn.poll(setup_timeout):
+            self.kill()
+            raise RuntimeError(f"{engine} worker setup timed out")
+        kind, info = self.conn.recv()
+        if kind != "ready":
+            self.kill()
+            raise RuntimeError(f"{engine} worker setup failed: {info}")
+        self.info = info
+        self.rec = None
+        self.deadline = None
+        self.phase = None
+        self.started = None
+
+    def kill(self):
+        if self.proc.is_alive():
+            self.proc.kill()
+        self.proc.join(10)
+        self.conn.close()
+
+
+def run_engine(engine: str, records: list[dict], *, workers: int = 1, vocab_key: str = "llama3",
+               time_limit_s: float = 30.0, test_time_limit_s: float = 120.0, mem_limit_gb: float = 8.0,
+               log=print) -> dict:
+    """Run ``records`` through ``engine`` in ``workers`` supervised processes: {id: result}."""
+    mp = multiprocessing.get_context("fork")
+    t_start = time.monotonic()
+    setup_t0 = time.monotonic()
+    pool = [Worker(mp, engine, vocab_key, mem_limit_gb) for _ in range(workers)]
+    setup_s = time.monotonic() - setup_t0
+    info = pool[0].info
+    todo = collections.deque(records)
+    results: dict[str, dict] = {}
+    restarts = 0
+    last_log = time.monotonic()
+
+    def finish(w, res):
+        results[res["id"]] = res
+        w.rec = w.deadline = w.phase = None
+
+    def replace(w, res):
+        nonlocal restarts
+        w.kill()
+        finish(w, res)
+        restarts += 1
+        pool[pool.index(w)] = Worker(mp, engine, vocab_key, mem_limit_gb)
+
+    try:
+        while todo or any(w.rec is not None for w in pool):
+            for w in pool:
+                if w.rec is None and todo:
+                    w.rec = todo.popleft()
+                    w.phase = "compile"
+                    w.started = time.monotonic()
+                    w.deadline = w.started + time_limit_s
+                    w.conn.send(w.rec)
+            busy = [w for w in pool if w.rec is not None]
+            timeout = max(0.0, min(w.deadline for w in busy) - time.monotonic())
+            ready = multiprocessing.connection.wait([w.conn for w in busy], timeout=timeout)
+            for w in busy:
+                if w.conn in ready:
+                    try:
+                        kind, payload = w.conn.recv()
+                    except (EOFError, OSError):
+                        code = w.proc.exitcode
+                        w.proc.join(5)
+                        code = w.proc.exitcode if code is None else code
+                        replace(w, {"id": w.rec["id"], "outcome": "compile error", "error_class": "Crash",
+                                    "error": f"worker died during {w.phase} (exit code {code})"})
+                        continue
+                    if kind == "compiled":
+                        w.phase = "tests"
+                        w.deadline = time.monotonic() + test_time_limit_s
+                    elif kind == "done":
+                        finish(w, payload)
+                elif time.monotonic() >= w.deadline:
+                    lim = time_limit_s if w.phase == "compile" else test_time_limit_s
+                    what = "compile" if w.phase == "compile" else "matching the test instances"
+                    replace(w, {"id": w.rec["id"], "outcome": "compile error", "error_class": "Timeout",
+                                "error": f"timeout: {what} took more than {lim:g} s"})
+            if time.monotonic() - last_log > 30:
+                last_log = time.monotonic()
+                counts = collections.Counter(r["outcome"] for r in results.values())
+                log(f"  {engine}: {len(results)}/{len(records)} done ({time.monotonic() - t_start:.0f} s) "
+                    + ", ".join(f"{k} {v}" for k, v in counts.items()))
+    finally:
+        for w in pool:
+            try:
+                w.conn.send(None)
+            except OSError:
+                pass
+            w.proc.join(5)
+            w.kill()
+    return {"engine": engine, "results": [results[r["id"]] for r in records], "restarts": restarts,
+            "setup": info, "setup_s": setup_s, "wall_s": time.monotonic() - t_start}
+
+
+# --------------------------------------------------------------------------- summaries
+
+
+def _pct(values, qs) -> dict:
+    if len(values) == 0:
+        return {f"p{q:g}": None for q in qs}
+    a = np.asarray(values, dtype=np.float64)
+    return {f"p{q:g}": float(np.percentile(a, q)) for q in qs}
+
+
+_QUOTED = re.compile(r"'[^']*'|\"[^\"]*\"|`[^`]*`")
+_NUM = re.compile(r"\b\d+(\.\d+)?\b")
+_PTR = re.compile(r"#?/[^\s:,;]*")
+
+
+def error_reason(res: dict) -> str:
+    """A compile error message with names, pointers and numbers blanked, to group similar ones."""
+    msg = res.get("error", "").split("\n")[0]
+    if res.get("error_class") == "SchemaError" and ": " in msg:
+        msg = msg.split(": ", 1)[1]  # the pointer prefix
+    msg = _QUOTED.sub("…", msg)
+    msg = _PTR.sub("<ptr>", msg)
+    msg = _NUM.sub("N", msg)
+    msg = re.sub(r"\s+", " ", msg).strip()
+    return f"{res.get('error_class', '?')}: {msg[:160]}"
+
+
+def summarize(run: dict, timed: bool) -> dict:
+    res = run["results"]
+    counts = collections.Counter(r["outcome"] for r in res)
+    s = {"engine": run["engine"], "n": len(res), "outcomes": {k: counts.get(k, 0) for k in OUTCOMES},
+         "schemas_with_validation_failure": sum(1 for r in res if r.get("n_validation_failures")),
+         "schemas_with_invalidation_failure": sum(1 for r in res if r.get("n_invalidation_failures")),
+         "schemas_with_warnings": sum(1 for r in res if r.get("warnings")),
+         "timeouts": sum(1 for r in res if r.get("error_class") == "Timeout"),
+         "crashes": sum(1 for r in res if r.get("error_class") == "Crash"),
+         "restarts": run.get("restarts", 0), "setup": run.get("setup"), "wall_s": run.get("wall_s"),
+         "tokens": sum(r.get("n_tokens", 0) for r in res)}
+    reasons = collections.Counter(error_reason(r) for r in res if r["outcome"] == "compile error")
+    s["compile_error_reasons"] = [{"reason": k, "count": v, "ids": [r["id"] for r in res if
+                                                                     r["outcome"] == "compile error" and
+                                                                     error_reason(r) == k][:8]}
+                                  for k, v in reasons.most_common(25)]
+    s["consistency_notes"] = [{"id": r["id"], "notes": r["notes"]} for r in res if r.get("notes")][:20]
+    if timed:
+        ttfm = [r["ttfm_ms"] for r in res if r.get("ttfm_ms") is not None]
+        tbm = np.concatenate([np.asarray(r.get("tbm_ns", []), dtype=np.float64) for r in res] or [np.zeros(0)])
+        s["ttfm_ms"] = {**_pct(ttfm, (50, 90, 99)), "mean": float(np.mean(ttfm)) if ttfm else None,
+                        "max": max(ttfm) if ttfm else None, "n": len(ttfm)}
+        s["tbm_us"] = {**_pct(tbm / 1e3, (50, 90, 99, 99.9)), "mean": float(tbm.mean() / 1e3) if tbm.size else None,
+                       "max": float(tbm.max() / 1e3) if tbm.size else None, "n": int(tbm.size)}
+    return s
+
+
+def common_timing(runs: list[dict]) -> dict | None:
+    """TTFM/TBM per engine over the schemas that every engine compiled."""
+    if len(runs) < 2:
+        return None
+    ok = None
+    for run in runs:
+        ids = {r["id"] for r in run["results"] if r.get("ttfm_ms") is not None}
+        ok = ids if ok is None else ok & ids
+    out = {"n_schemas": len(ok), "engines": {}}
+    for run in runs:
+        rs = [r for r in run["results"] if r["id"] in ok]
+        tbm = np.concatenate([np.asarray(r.get("tbm_ns", []), dtype=np.float64) for r in rs] or [np.zeros(0)])
+        out["engines"][run["engine"]] = {"ttfm_ms": _pct([r["ttfm_ms"] for r in rs], (50, 90, 99)),
+                                         "tbm_us": {**_pct(tbm / 1e3, (50, 90, 99, 99.9)), "n": int(tbm.size)}}
+    return out
+
+
+def _f(x, nd=2):
+    if x is None:
+        return "-"
+    if x >= 1000:
+        return f"{x:,.0f}"
+    if x >= 100:
+        return f"{x:.0f}"
+    if x >= 10:
+        return f"{x:.1f}"
+    return f"{x:.{nd}f}"
+
+
+def markdown(data: dict) -> str:
+    out = []
+    sums = data["summaries"]
+    n = data["n_schemas"]
+    out.append(f"{n:,} schemas ({data['selection']}), vocabulary {data['vocab']}, "
+               f"{data['n_tests']:,} test instances, workers {data['workers']}, "
+               f"time limit {data['time_limit_s']:g} s compile / {data['test_time_limit_s']:g} s matching.")
+    out.append("")
+    out.append("| engine | " + " | ".join(OUTCOMES) + " |")
+    out.append("|---|" + "---:|" * len(OUTCOMES))
+    for s in sums:
+        cells = [f"{s['outcomes'][k]:,} ({100 * s['outcomes'][k] / max(1, s['n']):.1f}%)" for k in OUTCOMES]
+        out.append(f"| {s['engine']} | " + " | ".join(cells) + " |")
+    out.append("")
+    out.append("Schemas with at least one valid instance rejected / invalid instance accepted (a schema can "
+               "have both): " + "; ".join(f"{s['engine']} {s['schemas_with_validation_failure']} / "
+                                          f"{s['schemas_with_invalidation_failure']}" for s in sums) + ".")
+    extra = [f"{s['engine']}: {s['timeouts']} timeouts, {s['crashes']} crashes"
+             + (f", {s['schemas_with_warnings']} schemas with warnings" if s["schemas_with_warnings"] else "")
+             for s in sums]
+    out.append("Compile errors include " + "; ".join(extra) + ".")
+    out.append("")
+    if data["timed"]:
+        out.append("| engine | TTFM p50 ms | p90 | p99 | schemas | TBM p50 µs | p90 | p99 | p99.9 | masks |")
+        out.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+        for s in sums:
+            t, b = s["ttfm_ms"], s["tbm_us"]
+            out.append(f"| {s['engine']} | {_f(t['p50'])} | {_f(t['p90'])} | {_f(t['p99'])} | {t['n']:,} | "
+                       f"{_f(b['p50'])} | {_f(b['p90'])} | {_f(b['p99'])} | {_f(b['p99.9'])} | {b['n']:,} |")
+        c = data.get("common")
+        if c and c["n_schemas"]:
+            out.append("")
+            out.append(f"Over the {c['n_schemas']:,} schemas that every engine compiled:")
+            out.append("")
+            out.append("| engine | TTFM p50 ms | p90 | p99 | TBM p50 µs | p90 | p99 | p99.9 | masks |")
+            out.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+            for e, v in c["engines"].items():
+                t, b = v["ttfm_ms"], v["tbm_us"]
+                out.append(f"| {e} | {_f(t['p50'])} | {_f(t['p90'])} | {_f(t['p99'])} | "
+                           f"{_f(b['p50'])} | {_f(b['p90'])} | {_f(b['p99'])} | {_f(b['p99.9'])} | {b['n']:,} |")
+        out.append("")
+        out.append("TTFM: schema text to compiled matcher to first mask filled. TBM: every later mask fill "
+                   "(one per token, plus the final EOS check), in µs.")
+    else:
+        out.append("Timing not reported: this run used more than one worker process (correctness only).")
+    out.append("")
+    for s in sums:
+        if not s["compile_error_reasons"]:
+            continue
+        out.append(f"Top compile-error reasons, {s['engine']} ({s['outcomes']['compile error']:,} schemas):")
+        out.append("")
+        out.append("| count | reason | example ids |")
+        out.append("|---:|---|---|")
+        for r in s["compile_error_reasons"][:12]:
+            reason = r["reason"].replace("|", "\\|")
+            out.append(f"| {r['count']} | {reason} | {', '.join(r['ids'][:3])} |")
+        out.append("")
+    return "\n".join(out)
+
+
+def machine_info() -> dict:
+    from regex_bench import machine_info as mi
+
+    return mi()
+
+
+# --------------------------------------------------------------------------- baseline (the sample test)
+
+
+def sample_outcomes(records: list[dict], *, workers: int = 2, vocab_key: str = BASELINE_VOCAB,
+                    time_limit_s: float = 30.0, log=print) -> dict:
+    """gramc's outcome per sample schema (correctness only)."""
+    run = run_engine("gramc", records, workers=workers, vocab_key=vocab_key, time_limit_s=time_limit_s,
+                     test_time_limit_s=60.0, log=log)
+    return {r["id"]: r for r in run["results"]}
+
+
+def update_baseline(args) -> int:
+    ids = read_ids(SAMPLE_IDS)
+    records = select(load_corpus(Path(args.corpus)), ids=ids)
+    outcomes = sample_outcomes(records, workers=max(1, args.workers), log=print)
+    passing = sorted(i for i, r in outcomes.items() if r["outcome"] == "passing")
+    inval = sorted(i for i, r in outcomes.items() if r["outcome"] == "invalidation error")
+    data = {"passing": len(passing), "ids_passing": passing, "n": len(ids), "vocab": BASELINE_VOCAB,
+            "note": "written by `python bench/maskbench.py --update-baseline`; "
+                    "tests/test_maskbench_sample.py fails if a listed id stops passing"}
+    if inval:
+        print(f"WARNING: invalidation errors in the sample: {inval}")
+    BASELINE.write_text(json.dumps(data, indent=1) + "\n")
+    counts = collections.Counter(r["outcome"] for r in outcomes.values())
+    print(f"wrote {BASELINE}: {len(passing)}/{len(ids)} passing; {dict(counts)}")
+    return 0
+
+
+def write_sample_ids(args) -> int:
+    records = load_corpus(Path(args.corpus))
+    ids = [r["id"] for r in select(records, limit=args.write_sample_ids, seed=args.seed)]
+    SAMPLE_IDS.parent.mkdir(parents=True, exist_ok=True)
+    SAMPLE_IDS.write_text(f"# {len(ids)} MaskBench dev ids: python bench/maskbench.py "
+                          f"--write-sample-ids {args.write_sample_ids} --seed {args.seed}\n" + "\n".join(ids) + "\n")
+    print(f"wrote {len(ids)} ids to {SAMPLE_IDS}")
+    return 0
+
+
+# --------------------------------------------------------------------------- main
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--corpus", default=str(CORPUS))
+    ap.add_argument("--limit", type=int, help="a random sample of N schemas (drawn with --seed)")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--ids", help="a file of schema ids, one a line ('#' comments)")
+    ap.add_argument("--engines", default=",".join(ENGINES), help=f"comma-separated subset of {ALL_ENGINES}")
+    ap.add_argument("--workers", type=int, default=1,
+                    help="worker processes per engine; >1 = correctness only (timing not reported)")
+    ap.add_argument("--vocab", default="llama3", choices=["llama3", "gpt2"])
+    ap.add_argument("--time-limit", type=float, default=30.0, help="per-schema compile limit, seconds")
+    ap.add_argument("--test-time-limit", type=float, default=120.0,
+                    help="per-schema limit for matching all its instances, seconds")
+    ap.add_argument("--mem-limit-gb", type=float, default=8.0, help="address-space limit of gramc workers")
+    ap.add_argument("--out", help="raw JSON (default bench/results/maskbench.json); a .md is written beside it")
+    ap.add_argument("--from-json", help="re-print the tables of a saved run")
+    ap.add_argument("--update-baseline", action="store_true",
+                    help="rewrite tests/data/maskbench_baseline.json from a gramc run of the sample ids")
+    ap.add_argument("--write-sample-ids", type=int, metavar="N",
+                    help="draw N ids with --seed into tests/data/maskbench_sample_ids.txt")
+    args = ap.parse_args(argv)
+
+    if args.from_json:
+        print(markdown(json.loads(Path(args.from_json).read_text())))
+        return 0
+    if args.write_sample_ids:
+        return write_sample_ids(args)
+    if args.update_baseline:
+        return update_baseline(args)
+
+    engines = [e.strip() for e in args.engines.split(",") if e.strip()]
+    bad = [e for e in engines if e not in ADAPTERS]
+    if bad:
+        raise SystemExit(f"unknown engines {bad}; choose from {ALL_ENGINES}")
+    records = load_corpus(Path(args.corpus))
+    if args.ids:
+        chosen = select(records, ids=read_ids(Path(args.ids)))
+        selection = f"ids from {args.ids}"
+    else:
+        chosen = select(records, limit=args.limit, seed=args.seed)
+        selection = (f"random sample of {args.limit} of {len(records):,}, seed {args.seed}"
+                     if args.limit and args.limit < len(records) else f"all of {Path(args.corpus).name}")
+    timed = args.workers == 1
+    print(f"MaskBench: {len(chosen)} schemas ({selection}), engines {engines}, workers {args.workers}"
+          + ("" if timed else " (correctness only)"), flush=True)
+    machine = machine_info()
+    runs = []
+    for e in engines:
+        t0 = time.monotonic()
+        run = run_engine(e, chosen, workers=args.workers, vocab_key=args.vocab, time_limit_s=args.time_limit,
+                         test_time_limit_s=args.test_time_limit, mem_limit_gb=args.mem_limit_gb,
+                         log=lambda s: print(s, flush=True))
+        runs.append(run)
+        c = collections.Counter(r["outcome"] for r in run["results"])
+        print(f"{e}: {dict(c)} in {time.monotonic() - t0:.0f} s", flush=True)
+    data = {"protocol": __doc__.split("Usage::")[0].strip(), "selection": selection, "vocab": args.vocab,
+            "n_schemas": len(chosen), "n_tests": sum(len(r["tests"]) for r in chosen), "workers": args.workers,
+            "timed": timed, "time_limit_s": args.time_limit, "test_time_limit_s": args.test_time_limit,
+            "engine_options": {e: ENGINE_OPTIONS[e] for e in engines}, "machine": machine,
+            "argv": sys.argv[1:] if argv is None else argv}
+    data["summaries"] = [summarize(run, timed) for run in runs]
+    data["common"] = common_timing(runs) if timed else None
+    for run in runs:
+        for r in run["results"]:
+            r.pop("tbm_ns", None)
+            if r.get("error_class") != "HarnessError":
+                r.pop("traceback", None)
+    data["results"] = {run["engine"]: run["results"] for run in runs}
+    md = markdown(data)
+    print()
+    print(md)
+    out = Path(args.out) if args.out else REPO / "bench" / "results" / "maskbench.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n")
+    out.with_suffix(".md").write_text(md + "\n")
+    print(f"\nwrote {out} and {out.with_suffix('.md')}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
