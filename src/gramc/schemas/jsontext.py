@@ -1,0 +1,163 @@
+"""JSON text in the IR: whitespace, separators, and the literal spellings of known values.
+
+A known string (a ``const``, an ``enum`` member, a property name) is written the ways
+encoders write it: printable ASCII characters raw, every other character raw or escaped
+(``\\u`` hex digits in either case), so a constant matches what ``json.dumps`` writes with or
+without ``ensure_ascii``. ``all_spellings=True`` gives every spelling JSON allows (``"\\u0061"``
+for ``"a"`` too); the compiler subtracts that one wherever a name must be excluded, so that
+no spelling of a declared name slips through as an "other" name. Numbers are written the way
+``json.dumps`` writes them, plus the other of ``1``/``1.0`` for integral values (see
+docs/json-schema.md, "Constants").
+
+>>> ws = Whitespace("compact")
+>>> print(value_ir({"a": [1, None]}, ws))
+"{\\"a\\":[" ("1" | "1.0") ",null]}"
+>>> from gramc.schemas.langops import matches
+>>> lit = string_literal_ir("é/")
+>>> [matches(lit, t) for t in (b'"\\xc3\\xa9/"', b'"\\\\u00E9/"', b'"\\\\u00e9\\\\/"')]
+[True, True, False]
+>>> matches(string_literal_ir("/", all_spellings=True), b'"\\\\/"')
+True
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+from gramc.compiler.ir import EMPTY, Expr, alt, byte_class, literal, repeat, seq, text
+from gramc.errors import SchemaError
+
+JSON_WS_BYTES = b" \t\n\r"
+_SHORT_ESCAPES = {'"': '"', "\\": "\\", "/": "/", "\b": "b", "\f": "f", "\n": "n", "\r": "r", "\t": "t"}
+
+
+class Whitespace:
+    """The whitespace allowed between two JSON tokens, and the separators built from it."""
+
+    def __init__(self, mode: str = "flexible", max_run: int | None = None):
+        self.mode = mode
+        self.gap: Expr = EMPTY if mode == "compact" else repeat(byte_class(JSON_WS_BYTES), 0, max_run)
+        self.comma = seq(self.gap, literal(b","), self.gap)
+        self.colon = seq(self.gap, literal(b":"), self.gap)
+
+    def member(self, key: Expr, value: Expr) -> Expr:
+        """``key : value`` with whitespace around the colon."""
+        return seq(key, self.colon, value)
+
+    def wrap(self, open_: bytes, close: bytes, nullable: bool, nonempty: Expr) -> Expr:
+        """``open (close | body close)`` with one whitespace gap on each inner side, so a
+        bounded gap is never doubled by an empty body."""
+        closing = seq(self.gap, literal(close))
+        return seq(literal(open_), alt(closing if nullable else alt(), seq(self.gap, nonempty, closing)))
+
+    def separated(self, items: list[Expr]) -> Expr:
+        """The items joined by commas (EMPTY for no items)."""
+        out: list[Expr] = []
+        for i, item in enumerate(items):
+            out.append(item if i == 0 else seq(self.comma, item))
+        return seq(*out)
+
+
+def _hex4(code: int) -> Expr:
+    parts = []
+    for ch in f"{code:04x}":
+        parts.append(byte_class(ch.encode() + ch.upper().encode()))
+    return seq(literal(b"\\u"), *parts)
+
+
+def char_ir(ch: str, all_spellings: bool = True) -> Expr:
+    """The JSON spellings of one character inside a string literal (printable ASCII other
+    than ``"`` and ``\\`` only raw, unless ``all_spellings``)."""
+    code = ord(ch)
+    if not all_spellings and 0x20 <= code < 0x7F and ch not in '"\\':
+        return text(ch)
+    options: list[Expr] = []
+    if code >= 0x20 and ch not in '"\\':
+        options.append(text(ch))
+    if ch in _SHORT_ESCAPES:
+        options.append(literal(b"\\" + _SHORT_ESCAPES[ch].encode()))
+    if code < 0x10000:
+        if not 0xD800 <= code <= 0xDFFF:
+            options.append(_hex4(code))
+    else:
+        v = code - 0x10000
+        options.append(seq(_hex4(0xD800 + (v >> 10)), _hex4(0xDC00 + (v & 0x3FF))))
+    return alt(*options)
+
+
+def string_literal_ir(value: str, all_spellings: bool = False) -> Expr:
+    """The JSON string literals (quotes included) whose decoded value is ``value``: the
+    encoder spellings, or with ``all_spellings`` every one."""
+    body = seq(*(_hex4(ord(c)) if 0xD800 <= ord(c) <= 0xDFFF else char_ir(c, all_spellings)
+                 for c in value))
+    return seq(literal(b'"'), body, literal(b'"'))
+
+
+def number_literal_ir(value: int | float) -> Expr:
+    """The ``json.dumps`` spelling of a number, and for an integral value both ``1`` and ``1.0``."""
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise SchemaError(f"{value!r} is not a JSON number")
+        spellings = {json.dumps(value)}
+        if value.is_integer():
+            spellings.add(str(int(value)))
+    else:
+        spellings = {str(value), f"{value}.0"}
+    if any(s in ("0", "-0", "0.0", "-0.0") for s in spellings):
+        spellings |= {"0", "-0", "0.0", "-0.0"}
+    return alt(*(text(s) for s in sorted(spellings, key=lambda s: (len(s), s))))
+
+
+def value_ir(value: Any, ws: Whitespace) -> Expr:
+    """The JSON text of a known value: its ``json.dumps`` form (object members in their
+    given order) with ``ws`` between tokens, strings in every spelling."""
+    if value is None:
+        return literal(b"null")
+    if value is True:
+        return literal(b"true")
+    if value is False:
+        return literal(b"false")
+    if isinstance(value, (int, float)):
+        return number_literal_ir(value)
+    if isinstance(value, str):
+        return string_literal_ir(value)
+    if isinstance(value, list):
+        items = [value_ir(v, ws) for v in value]
+        return ws.wrap(b"[", b"]", not items, ws.separated(items))
+    if isinstance(value, dict):
+        members = [ws.member(string_literal_ir(k), value_ir(v, ws)) for k, v in value.items()]
+        return ws.wrap(b"{", b"}", not members, ws.separated(members))
+    raise SchemaError(f"{value!r} is not a JSON value")
+
+
+def kind_of(value: Any) -> str:
+    """The JSON kind of a value: null, boolean, number, string, array or object."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, (int, float)):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    return "object"
+
+
+def canonical_text(value: Any) -> str:
+    """A text that is equal for values JSON Schema calls equal (``1`` and ``1.0``)."""
+    def norm(v: Any) -> Any:
+        if isinstance(v, bool) or v is None or isinstance(v, str):
+            return v
+        if isinstance(v, float) and v.is_integer():
+            return int(v)
+        if isinstance(v, list):
+            return [norm(x) for x in v]
+        if isinstance(v, dict):
+            return {k: norm(x) for k, x in v.items()}
+        return v
+
+    return json.dumps(norm(value), sort_keys=True)

@@ -1,0 +1,80 @@
+"""Options of the JSON Schema frontend, and the record of an over-approximation.
+
+>>> SchemaOptions(whitespace="compact").whitespace
+'compact'
+>>> str(Approximation("uniqueItems", "#/properties/tags", "not enforced"))
+"over-approximated 'uniqueItems' at #/properties/tags: not enforced"
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+WHITESPACE_MODES = ("flexible", "compact")
+
+
+@dataclass(frozen=True)
+class SchemaOptions:
+    """How a JSON Schema becomes a grammar (every field changes the compiled language).
+
+    Attributes:
+        whitespace: ``"flexible"`` (default): any JSON whitespace (space, tab, LF, CR) between
+            the tokens inside arrays and objects; ``"compact"``: none at all
+            (``{"a":1,"b":[1,2]}``). No whitespace before or after the top-level value.
+        max_whitespace: in flexible mode, the longest run of whitespace between two tokens
+            (None: unbounded). Bounding it stops a model from padding forever.
+        additional_properties_default: what an absent ``additionalProperties`` means. True is
+            the JSON Schema default (extra properties allowed); False treats every object whose
+            schema (all of its ``allOf`` parts together) says nothing about additional or
+            unevaluated properties as if it said ``"additionalProperties": false``.
+        strict: refuse (:class:`~gramc.errors.SchemaError`) every keyword that cannot be
+            enforced exactly, instead of over-approximating it with a warning.
+        max_depth: the deepest nesting of arrays and objects the output may have (None:
+            unbounded; recursive schemas then compile to a PDA). A bound turns recursive
+            schemas into regular ones (a DFA), and forbids deeper documents.
+        max_branches: how many combinations of ``anyOf``/``oneOf``/``if``/``not``/dependency
+            branches one schema may expand into before the compile is refused.
+    """
+
+    whitespace: str = "flexible"
+    max_whitespace: int | None = None
+    additional_properties_default: bool = True
+    strict: bool = False
+    max_depth: int | None = None
+    max_branches: int = 20_000
+
+    def __post_init__(self) -> None:
+        if self.whitespace not in WHITESPACE_MODES:
+            raise ValueError(f"whitespace must be one of {WHITESPACE_MODES}, got {self.whitespace!r}")
+        for name in ("max_whitespace", "max_depth"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, int) or value < 0):
+                raise ValueError(f"{name} must be a non-negative integer or None, got {value!r}")
+
+    @classmethod
+    def from_compile_options(cls, meta: Mapping[str, Any]) -> "SchemaOptions":
+        """The schema options held by a :meth:`CompileOptions.to_meta` dictionary
+        (``json_*`` keys; absent keys take their defaults)."""
+        d = cls()
+        return cls(
+            whitespace=meta.get("json_whitespace", d.whitespace),
+            max_whitespace=meta.get("json_max_whitespace", d.max_whitespace),
+            additional_properties_default=meta.get("json_additional_properties_default",
+                                                   d.additional_properties_default),
+            strict=meta.get("json_strict", d.strict),
+            max_depth=meta.get("json_max_depth", d.max_depth),
+        )
+
+
+@dataclass(frozen=True)
+class Approximation:
+    """A keyword compiled as an over-approximation: the output language accepts every
+    valid document, and also some that violate ``keyword`` at ``pointer``."""
+
+    keyword: str
+    pointer: str
+    reason: str
+
+    def __str__(self) -> str:
+        return f"over-approximated {self.keyword!r} at {self.pointer}: {self.reason}"
