@@ -173,3 +173,22 @@ class TokenTable:
     @property
     def n_words(self) -> int:
         return n_words(self.vocab_size)
+
+    # ------------------------------------------------------------ whole tables (batching, GPU)
+
+    def packed_words(self) -> np.ndarray:
+        """Every state's packed mask row, uint32 ``[S, n_words]`` (binds every state if lazy).
+
+        The array is shared: treat it as read-only.
+        """
+        if self._words is not None:
+            return self._words
+        rows = self.all_rows()
+        return pack_rows(*self._with_eos(rows), self.vocab_size)
+
+    def csr(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Every state's row as CSR: ``indptr`` int64 ``[S+1]``, token ids int32 (ascending
+        within a row, EOS not added) and next states int32 (binds every state if lazy)."""
+        rows = self.all_rows()
+        return (rows.indptr.astype(np.int64), rows.token_ids.astype(np.int32),
+                rows.next_state.astype(np.int32))
