@@ -1,0 +1,337 @@
+"""IR-level helpers for the grammar frontends: rewriting, nullability, left recursion, and
+the language difference ``A - B`` of EBNF exceptions.
+
+Exceptions are computed exactly, as languages: both operands must be regular (no recursion
+through them). Each side is built into a minimal DFA (:func:`~gramc.compiler.dfa.build_dfa`),
+the product automaton accepts what ``A`` accepts and ``B`` rejects, it is minimised, and
+state elimination turns it back into an IR expression. Operands that are recursive are
+refused with :class:`~gramc.errors.UnsupportedFeatureError` at the ``-``.
+
+>>> from gramc.compiler.ir import literal, byte_range
+>>> print(difference(repeat(byte_range(0x61, 0x62), 1, 2), literal(b"ab"), {}))
+[ab] | "aa" | "b" [ab]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+
+import numpy as np
+
+from gramc.automata.tables import DEAD, DFATable
+from gramc.compiler.dfa import build_dfa, canonical, minimize
+from gramc.compiler.ir import (
+    EMPTY,
+    NOTHING,
+    Alt,
+    Bytes,
+    Expr,
+    Grammar,
+    Ref,
+    Repeat,
+    Seq,
+    Token,
+    TokenName,
+    alt,
+    optional,
+    repeat,
+    seq,
+)
+from gramc.errors import LimitExceededError, Span, UnsupportedFeatureError
+from gramc.limits import DEFAULT_LIMITS, Deadline, Limits
+
+# ---------------------------------------------------------------- walking and rewriting
+
+
+def postorder(expr: Expr) -> list[Expr]:
+    """Every distinct node of ``expr``, each after all of its children (no recursion)."""
+    out: list[Expr] = []
+    seen: set[Expr] = set()
+    stack: list[tuple[Expr, bool]] = [(expr, False)]
+    while stack:
+        node, done = stack.pop()
+        if done:
+            out.append(node)
+        elif node not in seen:
+            seen.add(node)
+            stack.append((node, True))
+            stack.extend((c, False) for c in reversed(node.children()))
+    return out
+
+
+def rebuild(expr: Expr, leaf: Callable[[Expr], Expr]) -> Expr:
+    """``expr`` with every leaf replaced by ``leaf(node)``, rebuilt with the smart constructors."""
+    memo: dict[Expr, Expr] = {}
+    for node in postorder(expr):
+        if isinstance(node, Seq):
+            memo[node] = seq(*(memo[c] for c in node.items))
+        elif isinstance(node, Alt):
+            memo[node] = alt(*(memo[c] for c in node.items))
+        elif isinstance(node, Repeat):
+            memo[node] = repeat(memo[node.item], node.min, node.max)
+        else:
+            memo[node] = leaf(node)
+    return memo[expr]
+
+
+def substitute(expr: Expr, mapping: Mapping[str, Expr]) -> Expr:
+    """``expr`` with each ``Ref(name)`` for a name in ``mapping`` replaced by its value."""
+    return rebuild(expr, lambda n: mapping.get(n.name, n) if isinstance(n, Ref) else n)
+
+
+def restrict_bytes(expr: Expr, mask: int) -> Expr:
+    """``expr`` with every byte class intersected with ``mask``.
+
+    When ``mask`` only removes ASCII bytes from well-formed UTF-8 IR, this is exactly the
+    language of ``expr`` without the strings containing those characters.
+    """
+    def leaf(n: Expr) -> Expr:
+        if isinstance(n, Bytes):
+            return Bytes(n.mask & mask) if n.mask & mask else NOTHING
+        return n
+    return rebuild(expr, leaf)
+
+
+def referenced(expr: Expr) -> set[str]:
+    """The rule names ``expr`` refers to directly."""
+    return {n.name for n in postorder(expr) if isinstance(n, Ref)}
+
+
+# ---------------------------------------------------------------- nullability and left recursion
+
+
+def nullable_rules(rules: Mapping[str, Expr]) -> set[str]:
+    """The rules that derive the empty string (a least fixpoint)."""
+    null: set[str] = set()
+    changed = True
+    while changed:
+        changed = False
+        for name, body in rules.items():
+            if name not in null and _nullable_nodes(body, null)[body]:
+                null.add(name)
+                changed = True
+    return null
+
+
+def _nullable_nodes(expr: Expr, null_rules: set[str]) -> dict[Expr, bool]:
+    memo: dict[Expr, bool] = {}
+    for n in postorder(expr):
+        if isinstance(n, Seq):
+            memo[n] = all(memo[c] for c in n.items)
+        elif isinstance(n, Alt):
+            memo[n] = any(memo[c] for c in n.items)
+        elif isinstance(n, Repeat):
+            memo[n] = n.min == 0 or memo[n.item]
+        else:
+            memo[n] = n is EMPTY or (isinstance(n, Ref) and n.name in null_rules)
+    return memo
+
+
+def left_refs(expr: Expr, null_rules: set[str]) -> set[str]:
+    """The rules that can be called before ``expr`` has consumed anything."""
+    null = _nullable_nodes(expr, null_rules)
+    memo: dict[Expr, frozenset[str]] = {}
+    for n in postorder(expr):
+        if isinstance(n, Ref):
+            memo[n] = frozenset((n.name,))
+        elif isinstance(n, Seq):
+            memo[n] = frozenset().union(*(memo[c] for c in _nullable_prefix(n.items, null)))
+        elif isinstance(n, Alt):
+            memo[n] = frozenset().union(*(memo[c] for c in n.items))
+        elif isinstance(n, Repeat):
+            memo[n] = memo[n.item]
+        else:
+            memo[n] = frozenset()
+    return set(memo[expr])
+
+
+def _nullable_prefix(items: Iterable[Expr], null: dict[Expr, bool]) -> list[Expr]:
+    """The items up to and including the first one that is not nullable."""
+    out = []
+    for item in items:
+        out.append(item)
+        if not null[item]:
+            break
+    return out
+
+
+def find_left_recursion(rules: Mapping[str, Expr]) -> list[str] | None:
+    """A left-recursive cycle ``[r, ..., r]`` through the first such rule, or None."""
+    null = nullable_rules(rules)
+    graph = {name: left_refs(body, null) & rules.keys() for name, body in rules.items()}
+    for name in rules:
+        path = _path(graph, name)
+        if path is not None:
+            return path
+    return None
+
+
+def _path(graph: Mapping[str, set[str]], target: str) -> list[str] | None:
+    """A shortest path target -> ... -> target in ``graph`` (breadth first), or None."""
+    parent: dict[str, str] = {}
+    frontier = [target]
+    while frontier:
+        nxt = []
+        for node in frontier:
+            for succ in sorted(graph[node]):
+                if succ == target:
+                    path = [node]
+                    while path[-1] != target:
+                        path.append(parent[path[-1]])
+                    return [*reversed(path), target]
+                if succ not in parent:
+                    parent[succ] = node
+                    nxt.append(succ)
+        frontier = nxt
+    return None
+
+
+# ---------------------------------------------------------------- language difference
+
+
+def difference(lhs: Expr, rhs: Expr, rules: Mapping[str, Expr], *,
+               span: Span | None = None, limits: Limits = DEFAULT_LIMITS) -> Expr:
+    """The IR of the strings of ``lhs`` that ``rhs`` does not match.
+
+    Rule references in either side are resolved against ``rules``; both sides must be
+    regular and free of special tokens, else :class:`UnsupportedFeatureError` (at ``span``).
+    """
+    a = _side_dfa(lhs, rules, "left", span, limits)
+    b = _side_dfa(rhs, rules, "right", span, limits)
+    if a.start == DEAD:
+        return NOTHING
+    delta, accept, masks = _product(a, b, limits)
+    block = minimize(delta, accept, Deadline(limits.max_compile_seconds))
+    delta, accept, start = canonical(delta, accept, block, start=1)
+    return dfa_to_ir(delta, accept, start, masks)
+
+
+def _side_dfa(expr: Expr, rules: Mapping[str, Expr], side: str, span: Span | None,
+              limits: Limits) -> DFATable:
+    name = "\x00exception-operand"
+    g = Grammar({**rules, name: expr}, name)
+    try:
+        _check_operand(g, side, span)
+        return build_dfa(g, limits)
+    except RecursionError:
+        hint = f"the {side} operand of '-' is nested too deeply for its automaton"
+        raise LimitExceededError("max_nesting", expr_depth(expr), limits.max_nesting, hint) from None
+
+
+def _check_operand(g: Grammar, side: str, span: Span | None) -> None:
+    if g.is_recursive():
+        raise UnsupportedFeatureError(
+            "exception of a recursive rule", span,
+            f"the {side} operand of '-' is recursive; 'A - B' is only supported when both sides "
+            "are regular (no recursion through them)")
+    if any(isinstance(n, (Token, TokenName)) for r in _reachable(g) for n in postorder(g.rules[r])):
+        raise UnsupportedFeatureError(
+            "special token in an exception", span,
+            f"the {side} operand of '-' contains a special token; exceptions are over bytes only")
+
+
+def expr_depth(expr: Expr) -> int:
+    """The height of the expression tree (rule references count as leaves)."""
+    depth: dict[Expr, int] = {}
+    for n in postorder(expr):
+        depth[n] = 1 + max((depth[c] for c in n.children()), default=0)
+    return depth[expr]
+
+
+def _reachable(g: Grammar) -> set[str]:
+    seen, todo = set(), [g.start]
+    while todo:
+        name = todo.pop()
+        if name not in seen and name in g.rules:
+            seen.add(name)
+            todo.extend(referenced(g.rules[name]))
+    return seen
+
+
+def _product(a: DFATable, b: DFATable, limits: Limits) -> tuple[np.ndarray, np.ndarray, list[int]]:
+    """The product DFA of ``a`` and not-``b`` (state 0 dead, 1 start) and its column masks."""
+    key = a.byte_class.astype(np.int64) * 256 + b.byte_class.astype(np.int64)
+    cols, inverse = np.unique(key, return_inverse=True)
+    col_a, col_b = (cols // 256).tolist(), (cols % 256).tolist()
+    masks = [0] * len(cols)
+    for byte, c in enumerate(inverse.reshape(-1).tolist()):
+        masks[c] |= 1 << byte
+    index: dict[tuple[int, int], int] = {}
+    rows: list[list[int]] = [[DEAD] * len(cols)]
+    accept: list[bool] = [False]
+    pairs = [(a.start, b.start)]  # a breadth-first worklist; pairs[i] is state i + 1
+    index[pairs[0]] = 1
+    k = 0
+    while k < len(pairs):
+        x, y = pairs[k]
+        k += 1
+        row = []
+        for ca, cb in zip(col_a, col_b):
+            nxt = (int(a.delta[x, ca]), int(b.delta[y, cb]))
+            if nxt[0] == DEAD:
+                row.append(DEAD)
+                continue
+            if nxt not in index:
+                index[nxt] = len(index) + 1
+                pairs.append(nxt)
+                limits.check("max_dfa_states", len(index))
+            row.append(index[nxt])
+        rows.append(row)
+        accept.append(bool(a.accept[x]) and not bool(b.accept[y]))
+    return np.array(rows, dtype=np.int64), np.array(accept, dtype=bool), masks
+
+
+def dfa_to_ir(delta: np.ndarray, accept: np.ndarray, start: int, masks: list[int]) -> Expr:
+    """An IR expression for a trimmed DFA (state 0 dead), by state elimination.
+
+    ``masks[c]`` is the byte set of column ``c``. States are eliminated cheapest first
+    (fewest in-edges times out-edges), which keeps the expression small in practice.
+    """
+    if start == DEAD:
+        return NOTHING
+    n = len(delta)
+    src, dst = n, n + 1  # a fresh initial and a fresh final state
+    out: dict[int, dict[int, Expr]] = {s: {} for s in range(n + 2)}
+    inn: dict[int, dict[int, Expr]] = {s: {} for s in range(n + 2)}
+
+    def add(p: int, q: int, e: Expr) -> None:
+        e = _union(out[p][q], e) if q in out[p] else e
+        out[p][q] = inn[q][p] = e
+
+    for p in range(1, n):
+        for c, q in enumerate(delta[p].tolist()):
+            if q != DEAD:
+                add(p, q, Bytes(masks[c]))
+        if accept[p]:
+            add(p, dst, EMPTY)
+    add(src, start, EMPTY)
+    remaining = set(range(1, n))
+    while remaining:
+        k = min(remaining, key=lambda s: (len(inn[s]) * len(out[s]), s))
+        remaining.discard(k)
+        _eliminate(k, out, inn, add)
+    return out[src].get(dst, NOTHING)
+
+
+def _union(a: Expr, b: Expr) -> Expr:
+    """``a | b``, written ``(a | b')?`` when one side is empty or optional."""
+    for x, y in ((a, b), (b, a)):
+        if x is EMPTY:
+            return optional(y)
+        if isinstance(x, Repeat) and (x.min, x.max) == (0, 1):
+            return optional(_union(x.item, y))
+    return alt(a, b)
+
+
+def _eliminate(k: int, out: dict, inn: dict, add: Callable[[int, int, Expr], None]) -> None:
+    loop = out[k].pop(k, None)
+    inn[k].pop(k, None)
+    star = repeat(loop, 0, None) if loop is not None else EMPTY
+    preds, succs = inn.pop(k), out.pop(k)
+    for p in preds:
+        del out[p][k]
+    for q in succs:
+        del inn[q][k]
+    for p, ep in preds.items():
+        for q, eq in succs.items():
+            add(p, q, seq(ep, star, eq))
