@@ -148,8 +148,9 @@ class Token(Expr):
 
 
 class TokenName(Expr):
-    """A special-token terminal named by its text (``<|eot_id|>``), resolved to a
-    :class:`Token` against the vocabulary's special tokens before automata are built."""
+    """A special-token terminal named by its full text (``<|eot_id|>``, brackets included),
+    resolved to a :class:`Token` against the vocabulary's special tokens before automata are
+    built."""
 
     __slots__ = ()
     _fields = ("name",)
@@ -399,7 +400,7 @@ def format_expr(e: Expr, prec: int = _PREC_ALT) -> str:
     if isinstance(e, Token):
         return f"<[{e.id}]>"
     if isinstance(e, TokenName):
-        return f"<{e.name}>"
+        return e.name
     if isinstance(e, Repeat):
         return format_expr(e.item, _PREC_POSTFIX) + _repeat_suffix(e.min, e.max)
     if isinstance(e, Seq):
