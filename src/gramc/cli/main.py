@@ -54,11 +54,24 @@ def _progress(enabled: bool):
               help="'gpt2' (bundled), a tokenizer.json / .tiktoken / .gguf file, or 'none' for an unbound artifact.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Output .gmask (default: SRC with .gmask).")
 @click.option("--format", "fmt", default="auto", show_default=True,
-              help="Source format: auto (from the file extension), regex, gbnf, ebnf or lark.")
+              help="Source format: auto (from the file extension), regex, gbnf, ebnf, lark or json_schema.")
 @click.option("--regex-dialect", type=click.Choice(["unicode", "bytes"]), default="unicode", show_default=True,
               help="How regex classes and '.' match: code points (ECMA-262) or raw bytes.")
-def compile_cmd(src: str, vocab_spec: str, output: str | None, fmt: str, regex_dialect: str) -> None:
-    """Compile SRC (a regex file, or - for stdin) into a .gmask artifact."""
+@click.option("--whitespace", type=click.Choice(["flexible", "compact"]), default="flexible", show_default=True,
+              help="JSON Schema: any JSON whitespace between tokens, or none.")
+@click.option("--max-whitespace", type=click.IntRange(min=0), default=None,
+              help="JSON Schema: the longest whitespace run between two tokens (flexible mode).")
+@click.option("--additional-properties-default", type=click.Choice(["true", "false"]), default="true",
+              show_default=True, help="JSON Schema: what an absent additionalProperties means.")
+@click.option("--strict", is_flag=True,
+              help="JSON Schema: refuse keywords that cannot be enforced exactly instead of "
+                   "over-approximating them with a warning.")
+@click.option("--max-depth", type=click.IntRange(min=0), default=None,
+              help="JSON Schema: the deepest nesting of arrays/objects (recursive schemas become regular).")
+def compile_cmd(src: str, vocab_spec: str, output: str | None, fmt: str, regex_dialect: str, whitespace: str,
+                max_whitespace: int | None, additional_properties_default: str, strict: bool,
+                max_depth: int | None) -> None:
+    """Compile SRC (a regex, grammar or JSON Schema file, or - for stdin) into a .gmask artifact."""
     from gramc.api import compile as compile_artifact
     from gramc.cli.sources import detect_format, read_pattern_file
     from gramc.compiler.pipeline import CompileOptions
@@ -72,7 +85,10 @@ def compile_cmd(src: str, vocab_spec: str, output: str | None, fmt: str, regex_d
     vocab = None if vocab_spec.lower() == "none" else load_vocab(vocab_spec)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", GramcWarning)
-        artifact = compile_artifact(source, fmt, vocab, options=CompileOptions(regex_dialect=regex_dialect),
+        artifact = compile_artifact(source, fmt, vocab, options=CompileOptions(
+            regex_dialect=regex_dialect, json_whitespace=whitespace, json_max_whitespace=max_whitespace,
+            json_additional_properties_default=additional_properties_default == "true", json_strict=strict,
+            json_max_depth=max_depth),
                                     source_name="<stdin>" if src == "-" else src, progress=report)
     if sys.stderr.isatty():
         click.echo("\r\033[K", err=True, nl=False)

@@ -30,12 +30,23 @@ class CompileOptions:
     Attributes:
         regex_dialect: ``"unicode"`` (default; ECMA-262 semantics over code points) or
             ``"bytes"`` (classes and ``.`` range over raw bytes). See docs/regex.md.
+        json_whitespace, json_max_whitespace, json_additional_properties_default, json_strict,
+        json_max_depth: the JSON Schema options (see :class:`gramc.schemas.SchemaOptions` and
+            docs/json-schema.md). :meth:`to_meta` leaves out the ``json_*`` options that have
+            their default values, so artifacts of other formats keep their bytes.
     """
 
     regex_dialect: str = "unicode"
+    json_whitespace: str = "flexible"
+    json_max_whitespace: int | None = None
+    json_additional_properties_default: bool = True
+    json_strict: bool = False
+    json_max_depth: int | None = None
 
     def to_meta(self) -> dict:
-        return asdict(self)
+        defaults = CompileOptions.__dataclass_fields__
+        return {k: v for k, v in asdict(self).items()
+                if not (k.startswith("json_") and v == defaults[k].default)}
 
 
 @dataclass

@@ -1,1 +1,75 @@
-"""gramc.schemas."""
+"""JSON Schema -> IR grammar (the ``json_schema`` source format).
+
+:func:`schema_to_grammar` compiles a parsed schema (drafts 2020-12, 2019-09, 07, 06 and the
+common draft-04 spellings) into a :class:`~gramc.compiler.ir.Grammar` whose language is the
+JSON texts of valid instances, written with the whitespace the options allow, object members
+in schema order. Keywords that cannot be enforced exactly are over-approximated and reported
+(returned as :class:`Approximation` and issued as :class:`~gramc.errors.GramcWarning`), or
+refused with :class:`~gramc.errors.SchemaError` in strict mode. See docs/json-schema.md.
+
+>>> g, approx = schema_to_grammar({"type": "object", "properties": {"ok": {"type": "boolean"}},
+...                                "required": ["ok"], "additionalProperties": False},
+...                               SchemaOptions(whitespace="compact"))
+>>> print(g, end="")
+root ::= "{\\"ok\\":" ("true" | "false") "}"
+>>> approx
+[]
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+from typing import Any
+
+from gramc.compiler.ir import Grammar
+from gramc.errors import GramcWarning, SchemaError, Span
+from gramc.schemas.options import Approximation, SchemaOptions
+
+__all__ = ["schema_to_grammar", "parse_schema_text", "compile_schema_text", "SchemaOptions",
+           "Approximation"]
+
+
+def schema_to_grammar(schema: dict | bool, options: SchemaOptions = SchemaOptions(),
+                      source_name: str = "<schema>") -> tuple[Grammar, list[Approximation]]:
+    """The grammar of the JSON texts of the instances of ``schema``, and the list of
+    over-approximations made (each also issued as a :class:`GramcWarning`).
+
+    Raises:
+        SchemaError: an invalid schema, an unresolvable ``$ref`` (the pointer names it), or in
+            strict mode a keyword that cannot be enforced exactly.
+    """
+    from gramc.schemas.compiler import SchemaCompiler
+    from gramc.schemas.refs import Document
+
+    if not isinstance(schema, (dict, bool)):
+        raise SchemaError(f"a schema must be a JSON object or a boolean, not {type(schema).__name__}", "#")
+    compiler = SchemaCompiler(Document(schema), options)
+    grammar = compiler.compile()
+    for item in compiler.approximations:
+        warnings.warn(GramcWarning(f"{source_name}: {item}"), stacklevel=2)
+    return grammar, list(compiler.approximations)
+
+
+def parse_schema_text(text: str, source_name: str = "<schema>") -> Any:
+    """Parse JSON schema text; malformed JSON raises SchemaError naming line and column
+    (the error's ``span`` attribute holds the position)."""
+    def reject_constant(name: str) -> None:
+        raise ValueError(f"{name} is not JSON")
+
+    try:
+        return json.loads(text, parse_constant=reject_constant)
+    except json.JSONDecodeError as err:
+        span = Span(err.pos, err.lineno, err.colno, source_name)
+        error = SchemaError(f"invalid JSON at {span}: {err.msg}", "")
+        error.span = span
+        raise error from None
+    except (ValueError, RecursionError) as err:
+        raise SchemaError(f"invalid JSON in {source_name}: {err}", "") from None
+
+
+def compile_schema_text(text: str, options: dict, source_name: str = "<schema>") -> Grammar:
+    """The ``json_schema`` frontend: schema text and :meth:`CompileOptions.to_meta` -> grammar."""
+    schema = parse_schema_text(text, source_name)
+    grammar, _ = schema_to_grammar(schema, SchemaOptions.from_compile_options(options), source_name)
+    return grammar

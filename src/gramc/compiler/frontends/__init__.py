@@ -36,11 +36,18 @@ def _lark(source: str, options: dict, source_name: str) -> Grammar:
     return parse_lark(source, source_name=source_name)
 
 
+def _json_schema(source: str, options: dict, source_name: str) -> Grammar:
+    from gramc.schemas import compile_schema_text
+
+    return compile_schema_text(source, options, source_name)
+
+
 FRONTENDS: dict[str, Callable[[str, dict, str], Grammar]] = {
     "regex": _regex,
     "gbnf": _gbnf,
     "ebnf": _ebnf,
     "lark": _lark,
+    "json_schema": _json_schema,
 }
 
 EXTENSIONS: dict[str, str] = {
@@ -50,4 +57,5 @@ EXTENSIONS: dict[str, str] = {
     ".gbnf": "gbnf",
     ".ebnf": "ebnf",
     ".lark": "lark",
+    ".json": "json_schema",
 }

@@ -1,0 +1,231 @@
+"""Arrays: positional items, length bounds and ``contains`` counting.
+
+Element ``i`` must satisfy, from every part, ``prefixItems[i]`` (draft-07: ``items[i]``) when
+the part has one there, else its ``items`` (draft-07: ``additionalItems``), plus
+``unevaluatedItems`` where nothing evaluated position ``i``. Elements past the longest prefix
+are uniform, so the language is a finite sequence of element languages followed by a
+repetition, with ``minItems``/``maxItems`` as bounds.
+
+``contains`` (with ``minContains``/``maxContains``) is exact: each element is either one that
+satisfies the ``contains`` schema (counted) or one that does not (when ``maxContains`` is
+given; otherwise any element), and a small automaton over (position, count) is turned into
+an expression. ``uniqueItems`` is not expressible by a grammar of reasonable size and is
+over-approximated (reported).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from gramc.compiler.ir import EMPTY, NOTHING, Expr, alt, optional, repeat, seq
+from gramc.schemas.atoms import Atom, Neg, Node
+
+#: Largest expanded expression a ``contains`` automaton may produce before it is
+#: over-approximated.
+MAX_CONTAINS_SIZE = 400_000
+
+
+@dataclass
+class ArrayPart:
+    atom: Atom
+    prefix: list
+    rest: Atom | None
+
+
+@dataclass
+class ArrayView:
+    parts: list = field(default_factory=list)
+    lo: int = 0
+    hi: int | None = None
+    contains: list = field(default_factory=list)  # (atom, min, max, start, where)
+    unique: str | None = None
+    unevaluated: list = field(default_factory=list)  # (owner pointer, atom)
+    unevaluated_blocked: bool = False
+
+    @property
+    def prefix_len(self) -> int:
+        return max((len(p.prefix) for p in self.parts), default=0)
+
+    def position_atoms(self, i: int) -> frozenset:
+        atoms, evaluated = [], set()
+        for k, p in enumerate(self.parts):
+            if i < len(p.prefix):
+                atoms.append(p.prefix[i])
+            elif p.rest is not None:
+                atoms.append(p.rest)
+            else:
+                continue
+            evaluated.add(k)
+        for owner, atom in self.unevaluated:
+            members = {k for k, p in enumerate(self.parts) if isinstance(p.atom, Node)
+                       and (p.atom.pointer == owner or owner in p.atom.group)}
+            if not evaluated & members:
+                atoms.append(atom)
+        return frozenset(atoms)
+
+
+class ArrayMixin:
+    """Part of :class:`~gramc.schemas.compiler.SchemaCompiler`."""
+
+    def array_items(self, kw) -> tuple[list, Atom | None]:
+        """(positional subschemas, the subschema of the positions after them)."""
+        if "prefixItems" in kw:
+            rest = kw.sub("items") if "items" in kw and not isinstance(kw.get("items"), (list, tuple)) else None
+            return kw.subs("prefixItems"), rest
+        if isinstance(kw.get("items"), list):
+            return kw.subs("items"), kw.sub("additionalItems")
+        return [], kw.sub("items")
+
+    def length_bounds(self, parts) -> tuple[int, int | None]:
+        lo, hi = 0, None
+        for part in parts:
+            if isinstance(part, Neg):
+                continue
+            kw = self.keywords(part)
+            n = kw.count("minItems")
+            lo = max(lo, n or 0)
+            n = kw.count("maxItems")
+            if n is not None:
+                hi = n if hi is None else min(hi, n)
+        return lo, hi
+
+    def array_view(self, parts) -> ArrayView:
+        view = ArrayView()
+        view.lo, view.hi = self.length_bounds(parts)
+        for part in parts:
+            kw = self.keywords(part)
+            prefix, rest = self.array_items(kw)
+            view.parts.append(ArrayPart(part, prefix, rest))
+            if "contains" in kw:
+                lo, hi = 1, None
+                if self.doc.draft >= 2019 or not isinstance(part, Node):
+                    lo = kw.count("minContains")
+                    lo = 1 if lo is None else lo
+                    hi = kw.count("maxContains")
+                if lo > 0 or hi is not None:
+                    view.contains.append((kw.sub("contains"), lo, hi, 0, kw.where("contains")))
+            if "$containsRest" in kw:
+                view.contains.append((kw.get("$containsRest"), 1, None, len(prefix), kw.where()))
+            if kw.get("uniqueItems") is True:
+                view.unique = view.unique or kw.where("uniqueItems")
+            if "unevaluatedItems" in kw and self.doc.draft >= 2019 and isinstance(part, Node):
+                view.unevaluated.append((part.pointer, kw.sub("unevaluatedItems")))
+        return view
+
+    def build_array(self, parts: list, depth: int) -> Expr:
+        view = self.array_view(parts)
+        if view.unevaluated and view.contains:
+            self.approx("unevaluatedItems", f"#{view.unevaluated[0][0]}/unevaluatedItems",
+                        "items evaluated by 'contains' are not tracked; unevaluatedItems is not enforced")
+            view.unevaluated = []
+        lo, hi = view.lo, view.hi
+        if hi is not None and lo > hi:
+            return NOTHING
+        n_pos = view.prefix_len
+        elems = []
+        for i in range(n_pos + 1):
+            e = self.value(view.position_atoms(i), depth + 1)
+            elems.append(e)
+            if e is NOTHING:  # no element can be at position i: the array ends before it
+                hi = i if hi is None else min(hi, i)
+                break
+        if hi is not None and lo > hi:
+            return NOTHING
+        if view.unique and (hi is None or hi > 1):
+            self.approx("uniqueItems", view.unique, "uniqueness of array items is not enforced")
+        contains = view.contains
+        if len(contains) > 1:
+            for c in contains[1:]:
+                self.approx("contains", c[4], "only one 'contains' per array is enforced")
+            contains = contains[:1]
+        if contains:
+            got = self._contains_body(view, elems, lo, hi, contains[0], depth)
+            if got is not None:
+                return self.ws.wrap(b"[", b"]", *got)
+            self.approx("contains", contains[0][4], "counting 'contains' matches under these length "
+                        "bounds would make the grammar too large; it is not enforced")
+        nullable, body = self._plain_body(elems, lo, hi)
+        return self.ws.wrap(b"[", b"]", nullable, body)
+
+    def _label(self, i: int, elem: Expr) -> Expr:
+        return elem if i == 0 else seq(self.ws.comma, elem)
+
+    def _plain_body(self, elems: list, lo: int, hi: int | None) -> tuple[bool, Expr]:
+        """Positions 0..len(elems)-2 are positional; the last element repeats."""
+        n_pos = len(elems) - 1
+        rest = elems[-1] if elems else NOTHING
+        top = n_pos if hi is None else min(n_pos, hi)
+        # the tail after ``top`` positional elements
+        if hi is not None and hi <= top or rest is NOTHING:
+            tail = (lo <= top, NOTHING)
+        else:
+            k_lo = max(lo - top, 0)
+            k_hi = None if hi is None else hi - top
+            more = repeat(seq(self.ws.comma, rest), max(k_lo - 1, 0), None if k_hi is None else k_hi - 1)
+            tail = (k_lo == 0, seq(self._label(top, rest), more))
+        for i in reversed(range(top)):
+            nullable, ne = tail
+            take = seq(self._label(i, elems[i]), optional(ne) if nullable else ne)
+            tail = (i >= lo, alt(take))
+        return tail
+
+    def _contains_body(self, view: ArrayView, elems: list, lo: int, hi: int | None, contains,
+                       depth: int):
+        atom, k_min, k_max, start, _ = contains
+        n_pos = len(elems) - 1
+        i_cap = hi if hi is not None else max(n_pos, lo, start, 1)
+        k_cap = k_max if k_max is not None else k_min
+        if k_max is not None and k_min > k_max:
+            return False, NOTHING
+
+        def options(i: int) -> tuple[Expr, Expr]:
+            pos = view.position_atoms(min(i, n_pos))
+            marked = self.value(pos | {atom}, depth + 1) if i >= start else NOTHING
+            if k_max is None:
+                plain = elems[min(i, n_pos)]
+            else:
+                plain = self.value(pos | {Neg(atom, atom.pointer)}, depth + 1)
+            return plain, marked
+
+        memo: dict[tuple[int, int], tuple[bool, Expr]] = {}
+        for i in reversed(range(i_cap + 1)):
+            plain, marked = options(i) if hi is None or i < hi else (NOTHING, NOTHING)
+            for k in reversed(range(k_cap + 1)):
+                memo[(i, k)] = self._contains_state(i, k, i_cap, k_cap, k_min, k_max, lo, hi,
+                                                    plain, marked, memo)
+        result = memo[(0, 0)]
+        from gramc.schemas.objects import _tree_size
+
+        if _tree_size(result[1], MAX_CONTAINS_SIZE) > MAX_CONTAINS_SIZE:
+            return None
+        return result
+
+    def _contains_state(self, i, k, i_cap, k_cap, k_min, k_max, lo, hi, plain, marked, memo):
+        final = i >= lo and k >= k_min
+        if hi is not None and i >= hi:
+            return final, NOTHING
+        ni = i + 1 if hi is not None else min(i + 1, i_cap)
+        edges = [(plain, (ni, k))]
+        if k_max is None:
+            edges.append((marked, (ni, min(k + 1, k_cap))))
+        elif k + 1 <= k_max:
+            edges.append((marked, (ni, k + 1)))
+        loops, outs = [], []
+        for elem, target in edges:
+            if elem is NOTHING:
+                continue
+            label = self._label(i, elem)
+            if target == (i, k):
+                loops.append(label)
+            else:
+                nullable, ne = memo[target]
+                outs.append(seq(label, optional(ne) if nullable else ne))
+        rest = alt(*outs)
+        if not loops:
+            return final, rest
+        loop = repeat(alt(*loops), 1, None)
+        after = optional(rest) if final else rest
+        return final, alt(seq(loop, after), rest)
+
+
+__all__ = ["ArrayMixin", "EMPTY"]

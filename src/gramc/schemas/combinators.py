@@ -1,0 +1,312 @@
+"""Disjunctive keywords: distribution over branches, and negation by rewriting.
+
+For one JSON kind, ``X and (A or B)`` is ``(X and A) or (X and B)``, so every disjunctive
+keyword is compiled by letting one branch at a time join the conjunction:
+
+- ``anyOf``: one branch per member.
+- ``oneOf``: the same when the members are provably pairwise disjoint for this kind (after
+  joining the rest of the conjunction); otherwise member ``i`` joins together with the
+  negations of all the others, which is exact wherever those negations are.
+- ``if``/``then``/``else``: ``if and then`` or ``not if and else``.
+- ``dependentRequired``/``dependentSchemas`` (draft-07 ``dependencies``), objects only: "the
+  property is absent" or "it is present, and so are its dependents / the dependent schema".
+- ``not`` for objects and arrays: the negated schema fails when one of its keywords fails,
+  so ``not X`` is the union of the failures of X's keywords, each written as a positive
+  schema (``not {"required": ["a"]}`` is ``{"properties": {"a": false}}``). Failures that have
+  no positive form (``uniqueItems``, ``patternProperties``, ...) are over-approximated by "any
+  instance of this kind", and reported. For strings and numbers, ``not`` is subtracted as a
+  regular language instead (see :meth:`SchemaCompiler.subtract`).
+"""
+
+from __future__ import annotations
+
+from itertools import combinations
+
+from gramc.compiler.ir import NOTHING, Expr, alt
+from gramc.schemas.atoms import FALSE, TRUE, Atom, Neg, Node, synth
+from gramc.schemas.jsontext import kind_of
+from gramc.schemas.langops import intersection, is_empty
+
+DISJUNCTIVE = ("anyOf", "oneOf", "if", "dependentRequired", "dependentSchemas", "dependencies")
+OBJECT_ONLY = ("dependentRequired", "dependentSchemas", "dependencies")
+
+
+class CombinatorMixin:
+    """Part of :class:`~gramc.schemas.compiler.SchemaCompiler`."""
+
+    # ------------------------------------------------------------ picking a keyword
+
+    def disjunction(self, parts: tuple, kind: str):
+        """The first disjunctive keyword to distribute for ``kind``: (part, keyword) or None."""
+        for part in parts:
+            if isinstance(part, Neg):
+                continue
+            kw = self.keywords(part)
+            for key in DISJUNCTIVE:
+                if key in kw:
+                    return part, key
+        if kind in ("object", "array"):
+            for part in parts:
+                if isinstance(part, Neg):
+                    return part, "not"
+        return None
+
+    def distribute(self, parts: tuple, split, kind: str, depth: int) -> Expr:
+        part, key = split
+        rest = frozenset(parts) - {part}
+        if key == "not":
+            branches = [rest | set(d) for d in self.negate(part.inner, kind, part.where)]
+        else:
+            kw = self.keywords(part)
+            base = rest | {part.without(*_consumed(key))}
+            if key in OBJECT_ONLY and kind != "object":
+                branches = [base]
+            else:
+                branches = [base | set(b) for b in getattr(self, "_branches_" + key)(kw, base, kind, depth)]
+        self.count_branches(len(branches), part.where)
+        return alt(*(self.lang(b, kind, depth) for b in branches))
+
+    # ------------------------------------------------------------ branches per keyword
+
+    def _branches_anyOf(self, kw, base, kind, depth) -> list[tuple]:
+        return [(b,) for b in kw.subs("anyOf")]
+
+    def _branches_oneOf(self, kw, base, kind, depth) -> list[tuple]:
+        members = [b for b in kw.subs("oneOf") if self.lang_possible(base | {b}, kind)]
+        if len(members) <= 1:
+            return [(b,) for b in members]
+        if all(self.disjoint(base | {a}, base | {b}, kind, depth)
+               for a, b in combinations(members, 2)):
+            return [(b,) for b in members]
+        return [(b, *(Neg(o, kw.pointer + "/oneOf") for o in members if o is not b)) for b in members]
+
+    def _branches_if(self, kw, base, kind, depth) -> list[tuple]:
+        cond = kw.sub("if")
+        if "then" not in kw and "else" not in kw:
+            return [()]
+        then, else_ = kw.sub("then") or TRUE, kw.sub("else") or TRUE
+        return [(cond, then), (Neg(cond, kw.pointer + "/if"), else_)]
+
+    def _branches_dependentRequired(self, kw, base, kind, depth) -> list[tuple]:
+        raw = kw.get("dependentRequired")
+        if not isinstance(raw, dict):
+            raise kw.fail("dependentRequired", "an object of arrays of property names")
+        return self._required_branches(kw, raw, "dependentRequired", {})
+
+    def _branches_dependentSchemas(self, kw, base, kind, depth) -> list[tuple]:
+        return self._required_branches(kw, {}, "dependentSchemas", kw.submap("dependentSchemas"))
+
+    def _branches_dependencies(self, kw, base, kind, depth) -> list[tuple]:
+        raw = kw.get("dependencies")
+        if not isinstance(raw, dict):
+            raise kw.fail("dependencies", "an object")
+        names = {k: v for k, v in raw.items() if isinstance(v, list)}
+        schemas = {k: kw._child("dependencies", k) for k, v in raw.items() if isinstance(v, (dict, bool))}
+        bad = [k for k, v in raw.items() if not isinstance(v, (list, dict, bool))]
+        if bad:
+            raise kw.fail("dependencies", "an object of arrays or schemas")
+        return self._required_branches(kw, names, "dependencies", schemas)
+
+    def _required_branches(self, kw, names: dict, key: str, schemas: dict) -> list[tuple]:
+        """Every combination of "trigger absent" / "trigger present and its dependents"."""
+        out: list[tuple] = [()]
+        triggers = sorted(set(names) | set(schemas))
+        for trigger in triggers:
+            deps = names.get(trigger, [])
+            if not isinstance(deps, list) or not all(isinstance(d, str) for d in deps):
+                raise kw.fail(key, "an object of arrays of property names")
+            absent = synth(kw.pointer + "/" + key, properties={trigger: FALSE})
+            present = [synth(kw.pointer + "/" + key, required=[trigger, *deps])]
+            if trigger in schemas:
+                present.append(schemas[trigger])
+            out = [o + (absent,) for o in out] + [o + tuple(present) for o in out]
+        return out
+
+    # ------------------------------------------------------------ possibility / disjointness
+
+    def lang_possible(self, conj, kind: str) -> bool:
+        """False when the conjunction certainly has no instance of ``kind`` (cheap checks)."""
+        flat = self.flatten(conj)
+        return not flat.false and kind in self.kinds(self.types(flat.parts))
+
+    def disjoint(self, a, b, kind: str, depth: int, budget: int = 3) -> bool:
+        """True when no instance of ``kind`` satisfies both conjunctions (False: unknown)."""
+        fa, fb = self.flatten(a), self.flatten(b)
+        if not self.lang_possible(fa.parts, kind) or not self.lang_possible(fb.parts, kind):
+            return True
+        for x, y in ((fa, fb), (fb, fa)):
+            values = self._listed(x.parts, kind)
+            if values is not None:
+                checker = self.checker()
+                return not any(all(checker.is_valid(p, v) for p in x.parts + y.parts) for v in values)
+        if kind in ("string", "number", "boolean", "null"):
+            with self.frame():
+                la, lb = self.lang(fa.parts, kind, depth), self.lang(fb.parts, kind, depth)
+            return is_empty(intersection(la, lb))
+        if kind == "object" and budget > 0:
+            return self._objects_disjoint(fa.parts, fb.parts, depth, budget)
+        if kind == "array":
+            return self._arrays_disjoint(fa.parts, fb.parts)
+        return False
+
+    def _listed(self, parts: tuple, kind: str) -> list | None:
+        for part in parts:
+            if isinstance(part, Neg):
+                continue
+            kw = self.keywords(part)
+            if "const" in kw:
+                return [v for v in [kw.get("const")] if kind_of(v) == kind]
+            if "enum" in kw and isinstance(kw.get("enum"), list):
+                return [v for v in kw.get("enum") if kind_of(v) == kind]
+        return None
+
+    def _objects_disjoint(self, pa: tuple, pb: tuple, depth: int, budget: int) -> bool:
+        va, vb = self.object_view(pa), self.object_view(pb)
+        for name in sorted(va.required | vb.required):
+            xa, xb = va.value_atoms(self, name), vb.value_atoms(self, name)
+            if xa is None or xb is None:
+                if (xa is None and name in va.required) or (xb is None and name in vb.required):
+                    return True
+                continue
+            if name in va.required and name in vb.required:
+                fa, fb = self.flatten(xa), self.flatten(xb)
+                ka = set(self.kinds(self.types(fa.parts))) if not fa.false else set()
+                kb = set(self.kinds(self.types(fb.parts))) if not fb.false else set()
+                if all(self.disjoint(xa, xb, k, depth + 1, budget - 1) for k in ka & kb):
+                    return True
+        return False
+
+    def _arrays_disjoint(self, pa: tuple, pb: tuple) -> bool:
+        (la, ha), (lb, hb) = self.length_bounds(pa), self.length_bounds(pb)
+        return (ha is not None and ha < lb) or (hb is not None and hb < la)
+
+    # ------------------------------------------------------------ negation (objects, arrays)
+
+    def negate(self, atom: Atom, kind: str, where: str) -> list[tuple]:
+        """``not atom`` for instances of ``kind``, as a list of conjunctions (a union)."""
+        flat = self.flatten({atom})
+        if flat.false or kind not in self.kinds(self.types(flat.parts)):
+            return [()]
+        out: list[tuple] = []
+        for part in flat.parts:
+            if isinstance(part, Neg):
+                out.append((part.inner,))
+                continue
+            got = self._negate_part(part, kind)
+            if got is None:
+                return [()]
+            out.extend(got)
+        return out
+
+    def _negate_part(self, part, kind: str) -> list[tuple] | None:
+        """The failures of one part's keywords (None: it fails on everything of ``kind``,
+        or a failure could not be written and "anything" stands in for it)."""
+        kw = self.keywords(part)
+        p = part.pointer
+        values = self._listed((part,), kind)
+        if values is not None:
+            if not values:
+                return None
+            if kind in ("object", "array"):
+                self.approx("not", part.where, f"'not' of an enum/const listing {kind}s is not "
+                            f"enforced for {kind}s")
+                return None
+        out: list[tuple] = []
+        for key in DISJUNCTIVE:
+            if key in kw:
+                out.extend(self._negate_disjunctive(kw, key, kind))
+        handler = self._negate_object if kind == "object" else self._negate_array
+        got = handler(kw, p)
+        if got is None:
+            return None
+        return out + got
+
+    def _negate_disjunctive(self, kw, key: str, kind: str) -> list[tuple]:
+        p = kw.pointer
+        if key == "anyOf":
+            return [tuple(Neg(b, p + "/anyOf") for b in kw.subs("anyOf"))]
+        if key == "oneOf":
+            members = kw.subs("oneOf")
+            none = tuple(Neg(b, p + "/oneOf") for b in members)
+            return [none, *((a, b) for a, b in combinations(members, 2))]
+        if key == "if":
+            cond = kw.sub("if")
+            out = []
+            if "then" in kw:
+                out.append((cond, Neg(kw.sub("then"), p + "/then")))
+            if "else" in kw:
+                out.append((Neg(cond, p + "/if"), Neg(kw.sub("else"), p + "/else")))
+            return out
+        if kind != "object":
+            return []
+        out = []
+        raw = kw.get(key)
+        for trigger, dep in (raw.items() if isinstance(raw, dict) else ()):
+            if isinstance(dep, list):
+                out.extend((synth(p, required=[trigger], properties={d: FALSE}),) for d in dep)
+            else:
+                sub = kw._child(key, trigger)
+                out.append((synth(p, required=[trigger]), Neg(sub, p + "/" + key)))
+        return out
+
+    def _negate_object(self, kw, p: str) -> list[tuple] | None:
+        out: list[tuple] = []
+        for name in kw.names("required"):
+            out.append((synth(p + "/required", properties={name: FALSE}),))
+        for name, sub in kw.submap("properties").items():
+            if self.flatten({sub}).parts or self.flatten({sub}).false:
+                out.append((synth(p + "/properties", required=[name], properties={name: Neg(sub, p)}),))
+        n = kw.count("minProperties")
+        if n:
+            out.append((synth(p, maxProperties=n - 1),))
+        n = kw.count("maxProperties")
+        if n is not None:
+            out.append((synth(p, minProperties=n + 1),))
+        for key in ("additionalProperties", "patternProperties", "propertyNames", "unevaluatedProperties"):
+            if key in kw and not _trivially_true(kw.raw[key], key):
+                self.approx("not", kw.where(key), f"the failure of {key!r} inside 'not' has no "
+                            "grammar form; any object stands in for it")
+                return None
+        return out
+
+    def _negate_array(self, kw, p: str) -> list[tuple] | None:
+        out: list[tuple] = []
+        n = kw.count("minItems")
+        if n:
+            out.append((synth(p, maxItems=n - 1),))
+        n = kw.count("maxItems")
+        if n is not None:
+            out.append((synth(p, minItems=n + 1),))
+        prefix, rest = self.array_items(kw)
+        for i, sub in enumerate(prefix):
+            out.append((synth(p, minItems=i + 1, prefixItems=[TRUE] * i + [Neg(sub, p)]),))
+        if rest is not None:
+            out.append((synth(p, prefixItems=[TRUE] * len(prefix), **{"$containsRest": Neg(rest, p)}),))
+        if "contains" in kw:
+            c = kw.sub("contains")
+            lo = kw.count("minContains")
+            lo = 1 if lo is None else lo
+            hi = kw.count("maxContains")
+            if lo > 0:
+                out.append((synth(p, contains=c, minContains=0, maxContains=lo - 1),))
+            if hi is not None:
+                out.append((synth(p, contains=c, minContains=hi + 1),))
+        for key in ("uniqueItems", "unevaluatedItems"):
+            if key in kw and not _trivially_true(kw.raw[key], key):
+                self.approx("not", kw.where(key), f"the failure of {key!r} inside 'not' has no "
+                            "grammar form; any array stands in for it")
+                return None
+        return out
+
+
+def _consumed(key: str) -> tuple[str, ...]:
+    return ("if", "then", "else") if key == "if" else (key,)
+
+
+def _trivially_true(value, key: str) -> bool:
+    if key == "uniqueItems":
+        return value is not True
+    return value is True or value == {}
+
+
+__all__ = ["CombinatorMixin", "DISJUNCTIVE", "NOTHING", "Node"]

@@ -1,0 +1,487 @@
+"""The schema walker: conjunctions of atoms -> IR, one JSON kind at a time.
+
+The language of a conjunction is the union, over the six JSON kinds (object, array, string,
+number, boolean, null), of the instances of that kind that satisfy every atom. For one kind:
+
+1. ``$ref`` and ``allOf`` are expanded in place (:meth:`flatten`); ``not`` becomes a
+   :class:`~gramc.schemas.atoms.Neg` atom.
+2. ``enum``/``const`` make the language finite: the listed values of that kind that satisfy
+   the whole conjunction (checked with ``jsonschema``) are written out.
+3. Disjunctive keywords (``anyOf``, ``oneOf``, ``if``/``then``/``else``, dependencies, and for
+   objects and arrays ``not``) are distributed: one branch at a time joins the conjunction
+   (:mod:`gramc.schemas.combinators`).
+4. What is left is a plain conjunction of keywords, built by kind: strings and numbers from
+   the leaf primitives (``not`` subtracted as a regular language), objects by
+   :mod:`gramc.schemas.objects`, arrays by :mod:`gramc.schemas.arrays`.
+
+Values inside arrays and objects are compiled through :meth:`value`, which memoises by
+conjunction; meeting a conjunction again while it is being compiled makes it a grammar rule,
+which is how recursive schemas become recursive grammars.
+"""
+
+from __future__ import annotations
+
+import warnings
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, Iterator
+
+from gramc.compiler.ir import NOTHING, Expr, Grammar, Ref, alt, literal
+from gramc.errors import GramcWarning, SchemaError
+from gramc.schemas import leaves
+from gramc.schemas.arrays import ArrayMixin
+from gramc.schemas.atoms import FALSE, TRUE, Atom, Keywords, Neg, Node, Synth, sort_atoms
+from gramc.schemas.combinators import CombinatorMixin
+from gramc.schemas.jsontext import Whitespace, canonical_text, kind_of, value_ir
+from gramc.schemas.langops import difference, intersection
+from gramc.schemas.objects import ObjectMixin
+from gramc.schemas.options import Approximation, SchemaOptions
+from gramc.schemas.refs import Document, display
+from gramc.schemas.validation import ValueChecker
+
+KINDS = ("object", "array", "string", "number", "boolean", "null")
+TYPE_SETS = {"null": {"null"}, "boolean": {"boolean"}, "object": {"object"}, "array": {"array"},
+             "string": {"string"}, "number": {"int", "num"}, "integer": {"int"}}
+ALL_TYPES = frozenset({"null", "boolean", "object", "array", "string", "int", "num"})
+
+#: Keywords the walker acts on; a part with none of them constrains nothing.
+MEANINGFUL = frozenset({
+    "type", "enum", "const", "nullable", "$false", "$ref", "$dynamicRef", "allOf", "anyOf", "oneOf",
+    "not", "if", "dependentRequired", "dependentSchemas", "dependencies",
+    "properties", "patternProperties", "additionalProperties", "required", "propertyNames",
+    "minProperties", "maxProperties", "unevaluatedProperties",
+    "items", "prefixItems", "additionalItems", "contains", "minItems", "maxItems", "uniqueItems",
+    "unevaluatedItems", "minLength", "maxLength", "pattern", "format",
+    "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf",
+})
+
+
+@dataclass(frozen=True)
+class Flat:
+    """A flattened conjunction: positive parts and Neg atoms, in a stable order."""
+
+    parts: tuple
+    false: bool = False
+
+
+FALSE_FLAT = Flat((), True)
+
+
+class SchemaCompiler(CombinatorMixin, ObjectMixin, ArrayMixin):
+    """Compiles one schema document; see the module docstring."""
+
+    def __init__(self, doc: Document, options: SchemaOptions = SchemaOptions()):
+        self.doc = doc
+        self.options = options
+        self.ws = Whitespace(options.whitespace, options.max_whitespace)
+        self.approximations: list[Approximation] = []
+        self.rules: dict[str, Expr] = {}
+        self._checker: ValueChecker | None = None
+        self._keywords: dict[Atom, Any] = {}
+        self._flat: dict[frozenset, Flat] = {}
+        self._lang: dict[tuple, tuple[Expr, bool]] = {}
+        self._values: dict[tuple, Expr] = {}
+        self._value_active: set[tuple] = set()
+        self._needs_rule: dict[tuple, str] = {}
+        self._levels: list[set] = [set()]
+        self._frames: list[list[bool]] = []
+        self._names: set[str] = set()
+        self.branches = 0
+
+    # ------------------------------------------------------------ entry point
+
+    def compile(self) -> Grammar:
+        """The grammar of the whole document (start rule ``root``)."""
+        expr = self.value(frozenset({Node("")}), 0)
+        return Grammar({"root": expr, **self.rules}, "root")
+
+    # ------------------------------------------------------------ reporting
+
+    def approx(self, keyword: str, where: str, reason: str) -> None:
+        """Record an over-approximation (or, in strict mode, refuse the schema)."""
+        if self.options.strict:
+            raise SchemaError(f"{keyword!r} cannot be enforced exactly: {reason} "
+                              "(strict mode refuses over-approximations)", where)
+        for frame in self._frames:
+            frame[0] = False
+        item = Approximation(keyword, where, reason)
+        if item not in self.approximations:
+            self.approximations.append(item)
+
+    @contextmanager
+    def frame(self) -> Iterator[list[bool]]:
+        """Tracks whether the work done inside was exact (no approximation recorded)."""
+        f = [True]
+        self._frames.append(f)
+        try:
+            yield f
+        finally:
+            self._frames.pop()
+
+    def _mark_inexact(self) -> None:
+        for frame in self._frames:
+            frame[0] = False
+
+    def count_branches(self, n: int, where: str) -> None:
+        self.branches += n
+        if self.branches > self.options.max_branches:
+            raise SchemaError(f"the schema expands into more than {self.options.max_branches} combinations "
+                              "of anyOf/oneOf/if/not/dependency branches", where)
+
+    # ------------------------------------------------------------ atoms
+
+    def keywords(self, atom: Atom) -> Keywords | bool:
+        """The keyword view of a positive atom (True/False for boolean schemas)."""
+        kw = self._keywords.get(atom)
+        if kw is None:
+            if isinstance(atom, Synth):
+                raw = dict(atom.items)
+            else:
+                raw = self.doc.get(atom.pointer)
+                if isinstance(raw, bool):
+                    self._keywords[atom] = raw
+                    return raw
+                if not isinstance(raw, dict):
+                    raise SchemaError(f"a schema must be an object or a boolean, not {type(raw).__name__}",
+                                      atom.where)
+                if atom.omit:
+                    raw = {k: v for k, v in raw.items() if k not in atom.omit}
+            kw = self._keywords[atom] = Keywords(atom, raw, self.doc)
+        return kw
+
+    def checker(self) -> ValueChecker:
+        if self._checker is None:
+            self._checker = ValueChecker(self.doc)
+        return self._checker
+
+    def flatten(self, conj) -> Flat:
+        """Expand ``$ref``/``allOf``, turn ``not`` into Neg atoms, drop empty parts."""
+        key = frozenset(conj)
+        flat = self._flat.get(key)
+        if flat is None:
+            flat = self._flat[key] = self._flatten(key)
+        return flat
+
+    def _flatten(self, conj: frozenset) -> Flat:
+        parts: set[Atom] = set()
+        stack = sort_atoms(conj)[::-1]
+        seen: set[Atom] = set()
+        while stack:
+            atom = stack.pop()
+            if atom in seen:
+                continue
+            seen.add(atom)
+            if isinstance(atom, Neg):
+                inner = self.flatten({atom.inner})
+                if inner.false:
+                    continue
+                if not inner.parts:
+                    return FALSE_FLAT
+                if len(inner.parts) == 1 and isinstance(inner.parts[0], Neg):
+                    stack.append(inner.parts[0].inner)
+                else:
+                    parts.add(atom)
+                continue
+            kw = self.keywords(atom)
+            if kw is True:
+                continue
+            if kw is False or "$false" in kw:
+                return FALSE_FLAT
+            stack.extend(reversed(self._expand(atom, kw, parts)))
+        return Flat(tuple(sort_atoms(parts)))
+
+    def _expand(self, atom: Atom, kw: Keywords, parts: set) -> list[Atom]:
+        """Add the rest of ``atom`` to ``parts``; return the atoms it expands into."""
+        out: list[Atom] = []
+        if isinstance(atom, Node):
+            target = self.doc.resolve(atom.pointer) if ("$ref" in kw or "$dynamicRef" in kw) else None
+            if target is not None:
+                out.append(Node(target, frozenset(), kw._child_group))
+                if self.doc.draft <= 7:
+                    return out
+            out.extend(kw.subs("allOf"))
+            drop = [k for k in ("$ref", "$dynamicRef", "allOf") if k in kw]
+            if "not" in kw:
+                out.append(Neg(kw.sub("not"), atom.pointer + "/not"))
+                drop.append("not")
+            if "if" not in kw:
+                drop.extend(k for k in ("then", "else") if k in kw)
+            if drop:
+                atom = atom.without(*drop)
+                kw = self.keywords(atom)
+        if any(k in MEANINGFUL for k in kw.raw):
+            parts.add(atom)
+        return out
+
+    def types(self, parts) -> frozenset:
+        """The JSON types every positive part allows (``int``/``num`` for numbers)."""
+        allowed = ALL_TYPES
+        for part in parts:
+            if isinstance(part, Neg):
+                continue
+            kw = self.keywords(part)
+            if "type" not in kw:
+                continue
+            t = kw.get("type")
+            names = [t] if isinstance(t, str) else t
+            if not isinstance(names, (list, tuple)) or not all(isinstance(n, str) for n in names):
+                raise kw.fail("type", "a type name or an array of type names")
+            own: set[str] = set()
+            for name in names:
+                if name == "any":  # draft-03
+                    own |= ALL_TYPES
+                elif name not in TYPE_SETS:
+                    raise SchemaError(f"unknown type {name!r}", kw.where("type"))
+                else:
+                    own |= TYPE_SETS[name]
+            if kw.get("nullable") is True:
+                own.add("null")
+            allowed = allowed & own
+        return allowed
+
+    @staticmethod
+    def kinds(types: frozenset) -> list[str]:
+        return [k for k in KINDS if (k in types) or (k == "number" and types & {"int", "num"})]
+
+    # ------------------------------------------------------------ values (memoised, rules)
+
+    def _depth_key(self, depth: int) -> int | None:
+        return depth if self.options.max_depth is not None else None
+
+    def too_deep(self, depth: int) -> bool:
+        return self.options.max_depth is not None and depth >= self.options.max_depth
+
+    def value(self, conj, depth: int) -> Expr:
+        """The language of a conjunction in value position (memoised; recursive -> rule)."""
+        flat = self.flatten(conj)
+        if flat.false:
+            return NOTHING
+        key = (flat.parts, self._depth_key(depth))
+        if key in self._values:
+            return self._values[key]
+        if key in self._value_active:
+            if key not in self._needs_rule:
+                self._needs_rule[key] = self._rule_name(flat.parts, key[1])
+            self._mark_inexact()  # a recursive language is never subtracted
+            return Ref(self._needs_rule[key])
+        self._value_active.add(key)
+        self._levels.append(set())
+        try:
+            expr = self.lang_all(flat, depth)
+        finally:
+            self._levels.pop()
+            self._value_active.discard(key)
+        if key in self._needs_rule:
+            name = self._needs_rule[key]
+            self.rules[name] = expr
+            expr = Ref(name)
+        self._values[key] = expr
+        return expr
+
+    def _rule_name(self, parts: tuple, depth: int | None) -> str:
+        if not parts:
+            base = "any_value"
+        elif len(parts) == 1 and isinstance(parts[0], Node) and not parts[0].omit:
+            tokens = [t for t in parts[0].pointer.split("/") if t and t not in ("$defs", "definitions")]
+            base = "_".join(tokens[-2:]) or "document"
+            base = "".join(c if c.isalnum() or c == "_" else "_" for c in base).strip("_") or "schema"
+            if base[0].isdigit():
+                base = "s_" + base
+        else:
+            base = "schema"
+        if depth is not None:
+            base = f"{base}_d{depth}"
+        name, i = base, 2
+        while name in self._names or name == "root":
+            name, i = f"{base}_{i}", i + 1
+        self._names.add(name)
+        return name
+
+    def lang_all(self, flat: Flat, depth: int) -> Expr:
+        """The language of a flattened conjunction over all JSON kinds."""
+        types = self.types(flat.parts)
+        return alt(*(self.lang(flat.parts, kind, depth) for kind in self.kinds(types)))
+
+    # ------------------------------------------------------------ one kind
+
+    def lang(self, conj, kind: str, depth: int) -> Expr:
+        """The instances of JSON kind ``kind`` that satisfy every atom of ``conj``."""
+        flat = self.flatten(conj)
+        if flat.false or kind not in self.kinds(self.types(flat.parts)):
+            return NOTHING
+        if kind in ("object", "array") and self.too_deep(depth):
+            return NOTHING
+        key = (flat.parts, kind, self._depth_key(depth))
+        hit = self._lang.get(key)
+        if hit is not None:
+            if not hit[1]:
+                self._mark_inexact()
+            return hit[0]
+        level = self._levels[-1]
+        if key in level:
+            where = next((p.where for p in flat.parts), "#")
+            raise SchemaError("a $ref cycle that never enters an array or object (the schema refers "
+                              "to itself without consuming any input)", where)
+        level.add(key)
+        try:
+            with self.frame() as f:
+                expr = self._lang_one(flat.parts, kind, depth)
+        finally:
+            level.discard(key)
+        if not f[0]:
+            self._mark_inexact()
+        self._lang[key] = (expr, f[0])
+        return expr
+
+    def _lang_one(self, parts: tuple, kind: str, depth: int) -> Expr:
+        finite = self.finite(parts, kind)
+        if finite is not None:
+            return finite
+        split = self.disjunction(parts, kind)
+        if split is not None:
+            return self.distribute(parts, split, kind, depth)
+        positive = [p for p in parts if not isinstance(p, Neg)]
+        if kind == "object":
+            return self.build_object(positive, depth)
+        if kind == "array":
+            return self.build_array(positive, depth)
+        expr = self.build_scalar(positive, kind)
+        for neg in (p for p in parts if isinstance(p, Neg)):
+            expr = self.subtract(expr, neg, kind, depth)
+        return expr
+
+    def subtract(self, expr: Expr, neg: Neg, kind: str, depth: int) -> Expr:
+        """``expr`` less the instances of ``neg.inner`` (scalar kinds: regular languages)."""
+        if expr is NOTHING:
+            return expr
+        with self.frame() as f:
+            other = self.lang(frozenset({neg.inner}), kind, depth)
+        if not f[0]:
+            self.approx("not", neg.where, f"the negated schema is itself approximated for {kind}s, "
+                        "so it is not subtracted")
+            return expr
+        return difference(expr, other)
+
+    # ------------------------------------------------------------ enum / const
+
+    def finite(self, parts: tuple, kind: str) -> Expr | None:
+        """The listed values of ``kind`` that satisfy every part, or None without a list."""
+        source = None
+        for part in parts:
+            if isinstance(part, Neg):
+                continue
+            kw = self.keywords(part)
+            if "const" in kw or "enum" in kw:
+                source = kw
+                break
+        if source is None:
+            return None
+        if "const" in source:
+            candidates = [source.get("const")]
+        else:
+            candidates = source.get("enum")
+            if not isinstance(candidates, list):
+                raise source.fail("enum", "an array")
+        out, seen = [], set()
+        checker = self.checker()
+        for value in candidates:
+            if kind_of(value) != kind:
+                continue
+            text = canonical_text(value)
+            if text in seen:
+                continue
+            if all(checker.is_valid(p, value) for p in parts):
+                seen.add(text)
+                out.append(value_ir(value, self.ws))
+        return alt(*out)
+
+    # ------------------------------------------------------------ scalars
+
+    def build_scalar(self, parts: list, kind: str) -> Expr:
+        if kind == "null":
+            return literal(b"null")
+        if kind == "boolean":
+            return alt(literal(b"true"), literal(b"false"))
+        if kind == "string":
+            return self.build_string(parts)
+        return self.build_number(parts)
+
+    def build_string(self, parts: list) -> Expr:
+        lo, hi, patterns, formats, where = None, None, [], [], {}
+        for part in parts:
+            kw = self.keywords(part)
+            n = kw.count("minLength")
+            if n is not None and (lo is None or n > lo):
+                lo, where["minLength"] = n, kw.where("minLength")
+            n = kw.count("maxLength")
+            if n is not None and (hi is None or n < hi):
+                hi, where["maxLength"] = n, kw.where("maxLength")
+            for key, acc in (("pattern", patterns), ("format", formats)):
+                s = kw.string(key)
+                if s is not None and s not in acc:
+                    acc.append(s)
+                    where.setdefault(key, kw.where(key))
+        if lo is not None and hi is not None and lo > hi:
+            return NOTHING
+        where[""] = where.get("pattern") or where.get("format") or (parts[0].where if parts else "#")
+        expr = leaves.string_ir(lo, hi, patterns[0] if patterns else None,
+                                formats[0] if formats else None, where, self.approx)
+        for extra in patterns[1:]:
+            expr = intersection(expr, leaves.string_ir(None, None, extra, None, where, self.approx))
+        for extra in formats[1:]:
+            expr = intersection(expr, leaves.string_ir(None, None, None, extra, where, self.approx))
+        return expr
+
+    def build_number(self, parts: list) -> Expr:
+        integer = "num" not in self.types(parts)
+        lower: list = []  # (value, exclusive, keyword, where)
+        upper: list = []
+        multiples, where = [], {}
+        for part in parts:
+            kw = self.keywords(part)
+            self._bounds(kw, lower, upper)
+            m = kw.number("multipleOf")
+            if m is not None:
+                if m <= 0:
+                    raise SchemaError("multipleOf must be greater than 0", kw.where("multipleOf"))
+                multiples.append(m)
+                where.setdefault("multipleOf", kw.where("multipleOf"))
+        bounds = {}
+        for items, pick, names in ((lower, max, ("minimum", "exclusive_minimum")),
+                                   (upper, min, ("maximum", "exclusive_maximum"))):
+            if items:
+                value, exclusive, keyword, at = pick(items, key=lambda t: _bound_key(t, pick is max))
+                bounds[names[1] if exclusive else names[0]] = value
+                where[keyword] = at
+        where[""] = next(iter(where.values()), parts[0].where if parts else "#")
+        multiple = leaves.lcm_of(multiples) if multiples else None
+        return leaves.number_ir(integer, bounds, multiple, where, self.approx)
+
+    @staticmethod
+    def _bounds(kw: Keywords, lower: list, upper: list) -> None:
+        for key, exkey, acc in (("minimum", "exclusiveMinimum", lower), ("maximum", "exclusiveMaximum", upper)):
+            value = kw.number(key)
+            ex = kw.get(exkey)
+            if isinstance(ex, bool):  # draft-04: a flag on minimum / maximum
+                if value is not None:
+                    acc.append((value, ex, exkey if ex else key, kw.where(exkey if ex else key)))
+                continue
+            if value is not None:
+                acc.append((value, False, key, kw.where(key)))
+            if ex is not None:
+                acc.append((kw.number(exkey), True, exkey, kw.where(exkey)))
+
+
+def _bound_key(item: tuple, lower: bool):
+    value, exclusive = leaves.exact_fraction(item[0]), item[1]
+    # for equal values the exclusive bound is the tighter one
+    return (value, exclusive) if lower else (value, not exclusive)
+
+
+def warn_approximations(items: list[Approximation], source_name: str) -> None:
+    """Issue one GramcWarning per approximation."""
+    for item in items:
+        warnings.warn(GramcWarning(f"{source_name}: {item}"), stacklevel=3)
+
+
+__all__ = ["SchemaCompiler", "KINDS", "Flat", "warn_approximations", "display", "TRUE", "FALSE"]

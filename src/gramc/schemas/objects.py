@@ -1,0 +1,360 @@
+"""Objects: declared properties in schema order, then the other properties.
+
+The output language of an object schema (see docs/json-schema.md, "Objects"):
+
+- The *declared* names (every name in ``properties`` of any part, then names that are only
+  ``required``) appear at most once each, in that order; required ones must appear. This is a
+  restriction of the output language: a document whose members are in another order is
+  valid JSON Schema-wise but not generated.
+- Every other member comes after the declared ones. Its name is any string that is not a
+  declared name (every spelling of the declared names is excluded, escapes included), and
+  its value must satisfy exactly what the schema says about that name: the
+  ``patternProperties`` it matches, else ``additionalProperties``, plus
+  ``unevaluatedProperties`` where nothing evaluated it. Names are split into regions by
+  which patterns they match, so this is exact.
+- ``propertyNames`` restricts both kinds of names; ``minProperties``/``maxProperties`` are
+  counted over both.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+from gramc.compiler.ir import EMPTY, NOTHING, Alt, Expr, Repeat, Seq, alt, optional, repeat, seq
+from gramc.schemas.atoms import FALSE, Atom, Neg, Node
+from gramc.schemas.jsontext import string_literal_ir
+from gramc.schemas.langops import difference, intersection, is_empty, matches
+
+#: Largest expanded expression (tree size) an object body may have before counting
+#: constraints (minProperties/maxProperties) are over-approximated.
+MAX_BODY_SIZE = 400_000
+#: Most distinct overlapping patternProperties regexes split into exact regions.
+MAX_OVERLAPPING_PATTERNS = 6
+
+
+@dataclass
+class ObjPart:
+    atom: Atom
+    props: dict
+    patterns: list  # (regex, atom, where)
+    additional: Atom | None
+    annotates: bool
+
+
+@dataclass
+class ObjectView:
+    """What a conjunction of positive parts says about objects."""
+
+    parts: list = field(default_factory=list)
+    names: list = field(default_factory=list)
+    required: set = field(default_factory=set)
+    lo: int = 0
+    hi: int | None = None
+    property_names: list = field(default_factory=list)
+    unevaluated: list = field(default_factory=list)  # (owner pointer, atom)
+    default_false: bool = False
+    inexact_patterns: bool = False
+
+    def members_of(self, owner: str) -> set[int]:
+        return {i for i, p in enumerate(self.parts)
+                if isinstance(p.atom, Node) and (p.atom.pointer == owner or owner in p.atom.group)}
+
+    def value_atoms(self, compiler, name: str) -> frozenset | None:
+        """The atoms the value of member ``name`` must satisfy (None: the name is forbidden)."""
+        atoms, evaluated = [], set()
+        for i, p in enumerate(self.parts):
+            hit = name in p.props
+            if hit:
+                atoms.append(p.props[name])
+            for rx, atom, _ in p.patterns:
+                found = compiler.pattern_matches(rx, name)
+                if found is None:  # an inexact pattern: neither applied nor "not matched"
+                    hit = True
+                elif found:
+                    atoms.append(atom)
+                    hit = True
+            if not hit and p.additional is not None:
+                atoms.append(p.additional)
+                hit = True
+            if hit and p.annotates:
+                evaluated.add(i)
+        return self._finish(compiler, atoms, evaluated)
+
+    def _finish(self, compiler, atoms: list, evaluated: set) -> frozenset | None:
+        for owner, atom in self.unevaluated:
+            if not evaluated & self.members_of(owner):
+                atoms.append(atom)
+        if self.default_false and not evaluated:
+            return None
+        conj = frozenset(atoms)
+        return None if compiler.flatten(conj).false else conj
+
+    def region_atoms(self, compiler, region: frozenset) -> frozenset | None:
+        """The atoms the value of an undeclared name must satisfy when it matches exactly
+        the patterns in ``region``."""
+        atoms, evaluated = [], set()
+        for i, p in enumerate(self.parts):
+            hits = [atom for rx, atom, _ in p.patterns if rx in region]
+            if hits:
+                atoms.extend(hits)
+            elif p.additional is not None:
+                atoms.append(p.additional)
+            else:
+                continue
+            if p.annotates:
+                evaluated.add(i)
+        return self._finish(compiler, atoms, evaluated)
+
+
+class ObjectMixin:
+    """Part of :class:`~gramc.schemas.compiler.SchemaCompiler`."""
+
+    # ------------------------------------------------------------ the view
+
+    def object_view(self, parts) -> ObjectView:
+        view = ObjectView()
+        seen_names: dict[str, None] = {}
+        required: dict[str, None] = {}
+        any_additional = False
+        for part in parts:
+            if isinstance(part, Neg):
+                continue
+            kw = self.keywords(part)
+            annotates = isinstance(part, Node)
+            props = kw.submap("properties")
+            patterns = [(rx, atom, kw.where("patternProperties", rx))
+                        for rx, atom in kw.submap("patternProperties").items()]
+            additional = kw.sub("additionalProperties")
+            any_additional |= additional is not None
+            view.parts.append(ObjPart(part, props, patterns, additional, annotates))
+            seen_names.update(dict.fromkeys(props))
+            names = kw.names("required") if isinstance(kw.get("required", []), (list, tuple)) else \
+                self._draft3_required(kw)
+            required.update(dict.fromkeys(names))
+            n = kw.count("minProperties")
+            view.lo = max(view.lo, n or 0)
+            n = kw.count("maxProperties")
+            if n is not None:
+                view.hi = n if view.hi is None else min(view.hi, n)
+            if "propertyNames" in kw:
+                view.property_names.append(kw.sub("propertyNames"))
+            if "unevaluatedProperties" in kw and self.doc.draft >= 2019 and isinstance(part, Node):
+                view.unevaluated.append((part.pointer, kw.sub("unevaluatedProperties")))
+                any_additional = True
+        view.names = list({**seen_names, **required})
+        view.required = set(required)
+        view.default_false = not any_additional and not self.options.additional_properties_default
+        return view
+
+    def _draft3_required(self, kw) -> list[str]:
+        self.approx("required", kw.where("required"), "a boolean 'required' (draft-03) is ignored")
+        return []
+
+    def pattern_lang(self, regex: str) -> Expr | None:
+        """The JSON string literals whose value matches ``regex`` (None: not exactly)."""
+        cache = self.__dict__.setdefault("_pattern_langs", {})
+        if regex not in cache:
+            from gramc.schemas import leaves
+
+            failures: list = []
+            expr = leaves.string_ir(None, None, regex, None, {}, lambda *a: failures.append(a))
+            cache[regex] = None if failures else expr
+        return cache[regex]
+
+    def pattern_matches(self, regex: str, name: str) -> bool | None:
+        lang = self.pattern_lang(regex)
+        if lang is None:
+            return None
+        return matches(lang, json.dumps(name).encode())
+
+    # ------------------------------------------------------------ building
+
+    def build_object(self, parts: list, depth: int) -> Expr:
+        view = self.object_view(parts)
+        if view.hi is not None and view.lo > view.hi:
+            return NOTHING
+        names_lang = self._names_lang(view, depth)
+        slots = []
+        for name in view.names:
+            member = self._declared_member(view, name, names_lang, depth)
+            if member is NOTHING:
+                if name in view.required:
+                    return NOTHING
+                continue
+            slots.append((member, name in view.required))
+        extra = self._other_members(view, names_lang, depth)
+        lo, hi = view.lo, view.hi
+        n_required = sum(r for _, r in slots)
+        if lo <= n_required:
+            lo = 0
+        if hi is not None and extra is None and hi >= len(slots):
+            hi = None
+        nullable, body = self._body(slots, extra, lo, hi)
+        if (lo or hi is not None) and _tree_size(body, MAX_BODY_SIZE) > MAX_BODY_SIZE:
+            where = parts[0].where if parts else "#"
+            self.approx("minProperties" if lo else "maxProperties", where,
+                        "counting members over this many optional properties would make the grammar "
+                        "too large; the count is not enforced")
+            nullable, body = self._body(slots, extra, 0, None)
+        return self.ws.wrap(b"{", b"}", nullable, body)
+
+    def _names_lang(self, view: ObjectView, depth: int) -> Expr | None:
+        if not view.property_names:
+            return None
+        return self.lang(frozenset(view.property_names), "string", depth)
+
+    def _declared_member(self, view: ObjectView, name: str, names_lang, depth: int) -> Expr:
+        if names_lang is not None and not matches(names_lang, json.dumps(name).encode()):
+            return NOTHING
+        atoms = view.value_atoms(self, name)
+        if atoms is None:
+            return NOTHING
+        value = self.value(atoms, depth + 1)
+        if value is NOTHING:
+            return NOTHING
+        return self.ws.member(string_literal_ir(name), value)
+
+    def _other_members(self, view: ObjectView, names_lang, depth: int) -> Expr | None:
+        """One undeclared member (any region), or None when none is allowed."""
+        regions = self._regions(view)
+        if regions is None:
+            return None
+        declared = alt(*(string_literal_ir(n, all_spellings=True) for n in view.names))
+        out = []
+        for region, key_parts in regions:
+            # region None: the patterns could not be told apart; any value stands in
+            atoms = frozenset() if region is None else view.region_atoms(self, region)
+            if atoms is None:
+                continue
+            value = self.value(atoms, depth + 1)
+            if value is NOTHING:
+                continue
+            key = self.any_string() if names_lang is None else names_lang
+            for lang in key_parts[0]:
+                key = intersection(key, lang)
+            if key_parts[1]:
+                key = difference(key, alt(*key_parts[1]))
+            if view.names:
+                key = difference(key, declared)
+            if not is_empty(key):
+                out.append(self.ws.member(key, value))
+        return alt(*out) if out else None
+
+    def _regions(self, view: ObjectView):
+        """[(region, (languages to intersect, languages to subtract))] or None."""
+        patterns: dict[str, str] = {}
+        for p in view.parts:
+            for rx, _, where in p.patterns:
+                patterns.setdefault(rx, where)
+        langs = {rx: self.pattern_lang(rx) for rx in patterns}
+        inexact = [rx for rx, lang in langs.items() if lang is None]
+        for rx in inexact:
+            self.approx("patternProperties", patterns[rx], f"the pattern {rx!r} cannot be matched "
+                        "exactly, so the names it governs are not checked against it")
+        if inexact:
+            return [(None, ((), ()))]
+        rxs = sorted(patterns)
+        overlap = {(a, b) for i, a in enumerate(rxs) for b in rxs[i + 1:]
+                   if not is_empty(intersection(langs[a], langs[b]))}
+        regions = [(frozenset(), ((), tuple(langs[r] for r in rxs)))]
+        if not overlap:
+            regions += [(frozenset({r}), ((langs[r],), ())) for r in rxs]
+            return regions
+        if len(rxs) > MAX_OVERLAPPING_PATTERNS:
+            self.approx("patternProperties", patterns[rxs[0]], f"{len(rxs)} overlapping patterns; names "
+                        "matching several of them are not checked against all of their schemas")
+            return [(None, ((), ()))]
+        for mask in range(1, 1 << len(rxs)):
+            chosen = [r for i, r in enumerate(rxs) if mask >> i & 1]
+            if any((a, b) not in overlap for i, a in enumerate(chosen) for b in chosen[i + 1:]):
+                continue
+            others = tuple(langs[r] for r in rxs if r not in chosen)
+            regions.append((frozenset(chosen), (tuple(langs[r] for r in chosen), others)))
+        return regions
+
+    def any_string(self) -> Expr:
+        from gramc.schemas import leaves
+
+        return leaves.string_ir(None, None, None, None, {}, self.approx)
+
+    # ------------------------------------------------------------ the member sequence
+
+    def _body(self, slots: list, extra: Expr | None, lo: int, hi: int | None) -> tuple[bool, Expr]:
+        """(can be empty, the non-empty bodies) for declared slots then other members, with
+        between ``lo`` and ``hi`` members in all.
+
+        ``full[c]`` is the rest of the body after ``c`` members (``c`` saturates at ``cap``);
+        ``first`` is the rest while no member has been written yet (no comma before the next
+        one). A slot whose taking does not change the count is a plain optional, so the
+        expression stays linear in the slots after the first member (quadratic overall for
+        leading optional slots, the price of "no comma before the first member")."""
+        sep = self.ws.comma
+        cap = hi if hi is not None else max(lo, 1)
+        full = [self._tail(extra, c, lo, hi) for c in range(cap + 1)]
+        first = self._first_tail(extra, lo, hi)
+        for member, required in reversed(slots):
+            new_full = []
+            for c in range(cap + 1):
+                if c == 0:
+                    new_full.append(NOTHING)  # unused: c == 0 is ``first``
+                    continue
+                nc = min(c + 1, cap)
+                take = NOTHING if hi is not None and c + 1 > hi else seq(sep, member, full[nc])
+                if required:
+                    new_full.append(take)
+                elif take is NOTHING:
+                    new_full.append(full[c])
+                elif nc == c:
+                    new_full.append(seq(optional(seq(sep, member)), full[c]))
+                else:
+                    new_full.append(alt(take, full[c]))
+            take = NOTHING if hi is not None and hi < 1 else seq(member, full[min(1, cap)])
+            first = (False, take) if required else (first[0], alt(take, first[1]))
+            full = new_full
+        return first
+
+    def _tail(self, extra: Expr | None, c: int, lo: int, hi: int | None) -> Expr:
+        """The other members after ``c >= 1`` members (NOTHING when the count cannot end well)."""
+        if c == 0:
+            return NOTHING
+        if extra is None:
+            return EMPTY if c >= lo else NOTHING
+        k_lo, k_hi = max(lo - c, 0), (None if hi is None else hi - c)
+        if k_hi is not None and k_hi < 0:
+            return NOTHING
+        return repeat(seq(self.ws.comma, extra), k_lo, k_hi)
+
+    def _first_tail(self, extra: Expr | None, lo: int, hi: int | None) -> tuple[bool, Expr]:
+        """(empty allowed, non-empty) other members when no member was written before."""
+        if extra is None or (hi is not None and hi < 1):
+            return lo == 0, NOTHING
+        more = repeat(seq(self.ws.comma, extra), max(lo - 1, 0), None if hi is None else hi - 1)
+        return lo == 0, seq(extra, more)
+
+
+def _tree_size(expr: Expr, limit: int) -> int:
+    """How many nodes the expression has once shared sub-expressions are expanded (what a
+    Thompson construction builds), saturating a little above ``limit``."""
+    sizes: dict[int, int] = {}
+    stack = [(expr, False)]
+    while stack:
+        e, done = stack.pop()
+        if id(e) in sizes:
+            continue
+        kids = e.children()
+        if not done:
+            stack.append((e, True))
+            stack.extend((k, False) for k in kids if id(k) not in sizes)
+            continue
+        if isinstance(e, Repeat):
+            n = 1 + sizes[id(e.item)] * max(e.max if e.max is not None else e.min + 1, 1)
+        elif isinstance(e, (Seq, Alt)):
+            n = 1 + sum(sizes[id(k)] for k in kids)
+        else:
+            n = 1
+        sizes[id(e)] = min(n, limit + 1)
+    return sizes[id(expr)]
+
+
+__all__ = ["ObjectMixin", "ObjectView", "FALSE"]
