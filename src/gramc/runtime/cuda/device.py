@@ -55,7 +55,7 @@ class DeviceView:
         """This view as rows of contiguous elements (a 1-d array is one row)."""
         if len(self.shape) not in (1, 2):
             raise GramcError(f"{what} must be 1-d or 2-d, got shape {list(self.shape)}")
-        if self.width > 1 and self.strides[-1] != 1:
+        if self.width > 1 and self.strides[-1] != 1 and 0 not in self.shape:
             raise GramcError(f"{what} rows must be contiguous (last stride 1), got strides {list(self.strides)}")
         if len(self.shape) == 1:
             return DeviceView(self.ptr, (1, self.width), (self.width, 1), self.dtype)
