@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from gramc.compiler.ir import EMPTY, NOTHING, Expr, alt, optional, repeat, seq
-from gramc.schemas.atoms import Atom, Neg, Node
+from gramc.schemas.atoms import TRUE, Atom, Neg, Node
 
 #: Largest expanded expression a ``contains`` automaton may produce before it is
 #: over-approximated.
@@ -57,8 +57,8 @@ class ArrayView:
                 continue
             evaluated.add(k)
         for owner, atom in self.unevaluated:
-            members = {k for k, p in enumerate(self.parts) if isinstance(p.atom, Node)
-                       and (p.atom.pointer == owner or owner in p.atom.group)}
+            members = {k for k, p in enumerate(self.parts)
+                       if (isinstance(p.atom, Node) and p.atom.pointer == owner) or owner in p.atom.group}
             if not evaluated & members:
                 atoms.append(atom)
         return frozenset(atoms)
@@ -75,6 +75,15 @@ class ArrayMixin:
         if isinstance(kw.get("items"), list):
             return kw.subs("items"), kw.sub("additionalItems")
         return [], kw.sub("items")
+
+    def _evaluated_items(self, marker, atoms) -> ArrayPart:
+        """A part that evaluates (without constraining) the positions ``atoms`` evaluate."""
+        n, rest = 0, None
+        for part in self.flatten(frozenset(atoms)).parts:
+            if not isinstance(part, Neg):
+                prefix, r = self.array_items(self.keywords(part))
+                n, rest = max(n, len(prefix)), rest or (TRUE if r is not None else None)
+        return ArrayPart(marker, [TRUE] * n, rest)
 
     def length_bounds(self, parts) -> tuple[int, int | None]:
         lo, hi = 0, None
@@ -94,6 +103,9 @@ class ArrayMixin:
         view.lo, view.hi = self.length_bounds(parts)
         for part in parts:
             kw = self.keywords(part)
+            if "$evaluated" in kw:
+                view.parts.append(self._evaluated_items(part, kw.get("$evaluated")))
+                continue
             prefix, rest = self.array_items(kw)
             view.parts.append(ArrayPart(part, prefix, rest))
             if "contains" in kw:

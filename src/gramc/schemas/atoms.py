@@ -72,6 +72,7 @@ class Synth:
 
     items: tuple = ()
     pointer: str = ""
+    group: tuple = ()
     _key: str = field(default="", compare=False, repr=False)
 
     @property
@@ -81,7 +82,7 @@ class Synth:
     @property
     def sort_key(self) -> str:
         if not self._key:
-            object.__setattr__(self, "_key", f"S{self.pointer}\x00{_render(self.items)}")
+            object.__setattr__(self, "_key", f"S{self.pointer}\x00{_render(self.items)}\x00{'|'.join(self.group)}")
         return self._key
 
 

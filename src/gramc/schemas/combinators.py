@@ -23,7 +23,7 @@ from __future__ import annotations
 from itertools import combinations
 
 from gramc.compiler.ir import NOTHING, Expr, alt
-from gramc.schemas.atoms import FALSE, TRUE, Atom, Neg, Node, synth
+from gramc.schemas.atoms import FALSE, TRUE, Atom, Neg, Node, Synth, synth
 from gramc.schemas.jsontext import kind_of
 from gramc.schemas.langops import intersection, is_empty
 
@@ -69,7 +69,15 @@ class CombinatorMixin:
     # ------------------------------------------------------------ branches per keyword
 
     def _branches_anyOf(self, kw, base, kind, depth) -> list[tuple]:
-        return [(b,) for b in kw.subs("anyOf")]
+        members = kw.subs("anyOf")
+        if not kw._child_group or kind not in ("object", "array") or len(members) < 2:
+            return [(b,) for b in members]
+        # unevaluated* sees the annotations of every branch that matches, not only of the one
+        # taken here: let the others' properties/items count as evaluated (a superset)
+        self.approx("anyOf", kw.where("anyOf"), "unevaluatedProperties/unevaluatedItems are not "
+                    "checked on what only another matching anyOf branch evaluates")
+        return [(b, Synth((("$evaluated", tuple(o for o in members if o is not b)),), kw.pointer + "/anyOf/-",
+                          kw._child_group)) for b in members]
 
     def _branches_oneOf(self, kw, base, kind, depth) -> list[tuple]:
         members = [b for b in kw.subs("oneOf") if self.lang_possible(base | {b}, kind)]

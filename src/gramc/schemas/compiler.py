@@ -32,7 +32,8 @@ from gramc.schemas import leaves
 from gramc.schemas.arrays import ArrayMixin
 from gramc.schemas.atoms import FALSE, TRUE, Atom, Keywords, Neg, Node, Synth, sort_atoms
 from gramc.schemas.combinators import CombinatorMixin
-from gramc.schemas.jsontext import Whitespace, canonical_text, kind_of, value_ir
+from gramc.schemas.jsontext import (PLAIN_NUMBER, Whitespace, canonical_string_universe, canonical_text,
+                                    kind_of, value_ir)
 from gramc.schemas.langops import difference, intersection
 from gramc.schemas.objects import ObjectMixin
 from gramc.schemas.options import Approximation, SchemaOptions
@@ -47,7 +48,7 @@ ALL_TYPES = frozenset({"null", "boolean", "object", "array", "string", "int", "n
 #: Keywords the walker acts on; a part with none of them constrains nothing.
 MEANINGFUL = frozenset({
     "type", "enum", "const", "nullable", "$false", "$ref", "$dynamicRef", "allOf", "anyOf", "oneOf",
-    "not", "if", "dependentRequired", "dependentSchemas", "dependencies",
+    "not", "if", "$evaluated", "dependentRequired", "dependentSchemas", "dependencies",
     "properties", "patternProperties", "additionalProperties", "required", "propertyNames",
     "minProperties", "maxProperties", "unevaluatedProperties",
     "items", "prefixItems", "additionalItems", "contains", "minItems", "maxItems", "uniqueItems",
@@ -87,6 +88,7 @@ class SchemaCompiler(CombinatorMixin, ObjectMixin, ArrayMixin):
         self._frames: list[list[bool]] = []
         self._names: set[str] = set()
         self.branches = 0
+        self._string_universe: Expr | None = None
 
     # ------------------------------------------------------------ entry point
 
@@ -162,9 +164,15 @@ class SchemaCompiler(CombinatorMixin, ObjectMixin, ArrayMixin):
             flat = self._flat[key] = self._flatten(key)
         return flat
 
+    def order(self, atoms) -> list[Atom]:
+        """Atoms in document order (then a stable tie-break): this order decides the order of
+        declared properties that come from several parts."""
+        rank = {Node: 0, Synth: 1, Neg: 2}
+        return sorted(atoms, key=lambda a: (self.doc.position(a.pointer), rank[type(a)], a.sort_key))
+
     def _flatten(self, conj: frozenset) -> Flat:
-        parts: set[Atom] = set()
-        stack = sort_atoms(conj)[::-1]
+        parts: dict[Atom, None] = {}  # insertion-ordered: discovery order
+        stack = self.order(conj)[::-1]
         seen: set[Atom] = set()
         while stack:
             atom = stack.pop()
@@ -180,7 +188,7 @@ class SchemaCompiler(CombinatorMixin, ObjectMixin, ArrayMixin):
                 if len(inner.parts) == 1 and isinstance(inner.parts[0], Neg):
                     stack.append(inner.parts[0].inner)
                 else:
-                    parts.add(atom)
+                    parts[atom] = None
                 continue
             kw = self.keywords(atom)
             if kw is True:
@@ -188,10 +196,10 @@ class SchemaCompiler(CombinatorMixin, ObjectMixin, ArrayMixin):
             if kw is False or "$false" in kw:
                 return FALSE_FLAT
             stack.extend(reversed(self._expand(atom, kw, parts)))
-        return Flat(tuple(sort_atoms(parts)))
+        return Flat(tuple(parts))
 
-    def _expand(self, atom: Atom, kw: Keywords, parts: set) -> list[Atom]:
-        """Add the rest of ``atom`` to ``parts``; return the atoms it expands into."""
+    def _expand(self, atom: Atom, kw: Keywords, parts: dict) -> list[Atom]:
+        """Add the rest of ``atom`` to ``parts``; return the atoms it expands into (in order)."""
         out: list[Atom] = []
         if isinstance(atom, Node):
             target = self.doc.resolve(atom.pointer) if ("$ref" in kw or "$dynamicRef" in kw) else None
@@ -210,7 +218,7 @@ class SchemaCompiler(CombinatorMixin, ObjectMixin, ArrayMixin):
                 atom = atom.without(*drop)
                 kw = self.keywords(atom)
         if any(k in MEANINGFUL for k in kw.raw):
-            parts.add(atom)
+            parts[atom] = None
         return out
 
     def types(self, parts) -> frozenset:
@@ -360,7 +368,18 @@ class SchemaCompiler(CombinatorMixin, ObjectMixin, ArrayMixin):
             self.approx("not", neg.where, f"the negated schema is itself approximated for {kind}s, "
                         "so it is not subtracted")
             return expr
-        return difference(expr, other)
+        return difference(intersection(expr, self.universe(kind)), other)
+
+    def universe(self, kind: str) -> Expr:
+        """The spellings within which every leaf language of ``kind`` is complete (it holds all
+        of them for each of its values), so that a difference taken inside is exact."""
+        if kind == "number":
+            return PLAIN_NUMBER
+        if kind == "string":
+            if self._string_universe is None:
+                self._string_universe = canonical_string_universe(self.any_string())
+            return self._string_universe
+        return alt(literal(b"true"), literal(b"false"), literal(b"null"))
 
     # ------------------------------------------------------------ enum / const
 

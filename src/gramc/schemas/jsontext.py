@@ -5,13 +5,13 @@ encoders write it: printable ASCII characters raw, every other character raw or 
 (``\\u`` hex digits in either case), so a constant matches what ``json.dumps`` writes with or
 without ``ensure_ascii``. ``all_spellings=True`` gives every spelling JSON allows (``"\\u0061"``
 for ``"a"`` too); the compiler subtracts that one wherever a name must be excluded, so that
-no spelling of a declared name slips through as an "other" name. Numbers are written the way
-``json.dumps`` writes them, plus the other of ``1``/``1.0`` for integral values (see
+no spelling of a declared name slips through as an "other" name. A known number is written in
+every spelling the number primitives use for its value (``1``, ``1.0``, ``1e0``, ...; see
 docs/json-schema.md, "Constants").
 
 >>> ws = Whitespace("compact")
->>> print(value_ir({"a": [1, None]}, ws))
-"{\\"a\\":[" ("1" | "1.0") ",null]}"
+>>> print(value_ir({"a": [True, None]}, ws))
+"{\\"a\\":[true,null]}"
 >>> from gramc.schemas.langops import matches
 >>> lit = string_literal_ir("é/")
 >>> [matches(lit, t) for t in (b'"\\xc3\\xa9/"', b'"\\\\u00E9/"', b'"\\\\u00e9\\\\/"')]
@@ -26,7 +26,7 @@ import json
 import math
 from typing import Any
 
-from gramc.compiler.ir import EMPTY, Expr, alt, byte_class, literal, repeat, seq, text
+from gramc.compiler.ir import EMPTY, Expr, alt, byte_class, byte_range, literal, optional, repeat, seq, text
 from gramc.errors import SchemaError
 
 JSON_WS_BYTES = b" \t\n\r"
@@ -110,6 +110,44 @@ def number_literal_ir(value: int | float) -> Expr:
     return alt(*(text(s) for s in sorted(spellings, key=lambda s: (len(s), s))))
 
 
+def number_value_ir(value: int | float) -> Expr:
+    """Every spelling of a number that :func:`gramc.schemas.numbers.number_ir` writes for a
+    value equal to it (``1``, ``1.0``, ``1e0``, ...), else its ``json.dumps`` spellings."""
+    from gramc.schemas.approx import NotExpressible
+    from gramc.schemas.numbers import number_ir
+
+    if isinstance(value, float) and not math.isfinite(value):
+        raise SchemaError(f"{value!r} is not a JSON number")
+    try:
+        return number_ir(minimum=value, maximum=value)
+    except NotExpressible:
+        return number_literal_ir(value)
+
+
+#: Plain JSON numbers (no exponent): every number has such a spelling, and every number
+#: language the primitives build contains all of the plain spellings of its values.
+PLAIN_NUMBER = seq(optional(literal(b"-")), alt(literal(b"0"), seq(byte_range(0x31, 0x39),
+                   repeat(byte_range(0x30, 0x39), 0, None))),
+                   optional(seq(literal(b"."), repeat(byte_range(0x30, 0x39), 1, None))))
+
+
+def canonical_string_universe(any_string: Expr) -> Expr:
+    """The string literals in which no printable ASCII character (other than ``"`` and
+    ``\\``) is escaped and ``/`` is not written ``\\/``. Every string has such a spelling,
+    and the known-string spellings (:func:`string_literal_ir`) include all of them, so
+    differences taken inside this universe are exact."""
+    from gramc.schemas.langops import intersection
+
+    hexd = byte_class(b"0123456789abcdefABCDEF")
+    nonzero = byte_class(b"123456789abcdefABCDEF")
+    allowed_hex = alt(seq(nonzero, hexd, hexd, hexd), seq(literal(b"0"), nonzero, hexd, hexd),
+                      seq(literal(b"00"), byte_class(b"01"), hexd), seq(literal(b"007"), byte_class(b"fF")),
+                      literal(b"0022"), seq(literal(b"005"), byte_class(b"cC")))
+    raw = alt(byte_range(0x20, 0x21), byte_range(0x23, 0x5B), byte_range(0x5D, 0xFF))
+    char = alt(raw, seq(literal(b"\\"), byte_class(b'"\\bfnrt')), seq(literal(b"\\u"), allowed_hex))
+    return intersection(any_string, seq(literal(b'"'), repeat(char, 0, None), literal(b'"')))
+
+
 def value_ir(value: Any, ws: Whitespace) -> Expr:
     """The JSON text of a known value: its ``json.dumps`` form (object members in their
     given order) with ``ws`` between tokens, strings in every spelling."""
@@ -120,7 +158,7 @@ def value_ir(value: Any, ws: Whitespace) -> Expr:
     if value is False:
         return literal(b"false")
     if isinstance(value, (int, float)):
-        return number_literal_ir(value)
+        return number_value_ir(value)
     if isinstance(value, str):
         return string_literal_ir(value)
     if isinstance(value, list):

@@ -88,6 +88,8 @@ def number_ir(integer: bool, bounds: dict, multiple_of: int | float | Decimal | 
 
     fn = numbers.integer_ir if integer else numbers.number_ir
     args = dict(bounds, multiple_of=multiple_of)
+    if integer:  # JSON Schema counts 1.0 as an integer
+        args["allow_zero_fraction"] = True
     keys = {"multipleOf": "multiple_of", "minimum": "minimum", "maximum": "maximum",
             "exclusiveMinimum": "exclusive_minimum", "exclusiveMaximum": "exclusive_maximum"}
     while True:

@@ -22,7 +22,7 @@ import json
 from dataclasses import dataclass, field
 
 from gramc.compiler.ir import EMPTY, NOTHING, Alt, Expr, Repeat, Seq, alt, optional, repeat, seq
-from gramc.schemas.atoms import FALSE, Atom, Neg, Node
+from gramc.schemas.atoms import FALSE, TRUE, Atom, Neg, Node
 from gramc.schemas.jsontext import string_literal_ir
 from gramc.schemas.langops import difference, intersection, is_empty, matches
 
@@ -58,7 +58,7 @@ class ObjectView:
 
     def members_of(self, owner: str) -> set[int]:
         return {i for i, p in enumerate(self.parts)
-                if isinstance(p.atom, Node) and (p.atom.pointer == owner or owner in p.atom.group)}
+                if (isinstance(p.atom, Node) and p.atom.pointer == owner) or owner in p.atom.group}
 
     def value_atoms(self, compiler, name: str) -> frozenset | None:
         """The atoms the value of member ``name`` must satisfy (None: the name is forbidden)."""
@@ -121,6 +121,10 @@ class ObjectMixin:
             if isinstance(part, Neg):
                 continue
             kw = self.keywords(part)
+            if "$evaluated" in kw:
+                view.parts.append(self._evaluated_part(part, kw.get("$evaluated")))
+                seen_names.update(dict.fromkeys(view.parts[-1].props))
+                continue
             annotates = isinstance(part, Node)
             props = kw.submap("properties")
             patterns = [(rx, atom, kw.where("patternProperties", rx))
@@ -146,6 +150,19 @@ class ObjectMixin:
         view.required = set(required)
         view.default_false = not any_additional and not self.options.additional_properties_default
         return view
+
+    def _evaluated_part(self, marker, atoms) -> ObjPart:
+        """A part that evaluates (without constraining) what ``atoms`` declare."""
+        props, patterns, additional = {}, [], None
+        for part in self.flatten(frozenset(atoms)).parts:
+            if isinstance(part, Neg):
+                continue
+            kw = self.keywords(part)
+            props.update(dict.fromkeys(kw.submap("properties"), TRUE))
+            patterns += [(rx, TRUE, "") for rx in kw.submap("patternProperties")]
+            if "additionalProperties" in kw:
+                additional = TRUE
+        return ObjPart(marker, props, patterns, additional, True)
 
     def _draft3_required(self, kw) -> list[str]:
         self.approx("required", kw.where("required"), "a boolean 'required' (draft-03) is ignored")

@@ -92,6 +92,23 @@ class Document:
         self._values[pointer] = value
         return value
 
+    def position(self, pointer: str) -> tuple:
+        """Where ``pointer`` is in document order (member and item indexes), for sorting."""
+        out = []
+        container = self.root
+        for token in pointer.split("/")[1:]:
+            key = unescape_token(token)
+            if isinstance(container, dict) and key in container:
+                out.append(list(container).index(key))
+                container = container[key]
+            elif isinstance(container, list) and key.isdigit() and int(key) < len(container):
+                out.append(int(key))
+                container = container[int(key)]
+            else:
+                out.append(1 << 30)
+                break
+        return tuple(out)
+
     def exists(self, pointer: str) -> bool:
         try:
             self.get(pointer)
