@@ -1,0 +1,170 @@
+"""Hugging Face ``transformers``: a ``LogitsProcessor`` for ``model.generate``.
+
+>>> from transformers import AutoModelForCausalLM, AutoTokenizer         # doctest: +SKIP
+>>> import gramc
+>>> from gramc.integrations.transformers import GramcLogitsProcessor
+>>> tok = AutoTokenizer.from_pretrained("gpt2")
+>>> model = AutoModelForCausalLM.from_pretrained("gpt2")
+>>> artifact = gramc.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}", vocab=gramc.Vocab.from_hf(tok))
+>>> ids = tok("Today's date:", return_tensors="pt").input_ids
+>>> out = model.generate(ids, logits_processor=[GramcLogitsProcessor(artifact)],
+...                      max_new_tokens=12, num_beams=3)
+
+Greedy search, sampling and beam search all work: each row of the batch gets the matcher of
+*its own* generated tokens, keyed by the token history since the prompt (so beams that swap
+rows, or share a prefix, keep the right state). Masks are padded to the width of the scores
+(models often have more output columns than the tokenizer has tokens); ids past the
+vocabulary are never allowed.
+
+This module imports ``torch`` and ``transformers``; ``import gramc`` does not.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+try:
+    import torch
+    from transformers import LogitsProcessor
+except ImportError as err:  # pragma: no cover - exercised by the missing-extra test
+    raise ImportError(
+        "gramc.integrations.transformers needs torch and transformers: "
+        "pip install 'gramc[transformers]' torch"
+    ) from err
+
+__all__ = ["GramcLogitsProcessor", "logits_fn"]
+
+class _Dead:
+    """A row whose tokens the grammar refused (e.g. padding after EOS)."""
+
+    def __repr__(self) -> str:
+        return "<dead row>"
+
+
+_DEAD = _Dead()
+
+
+class GramcLogitsProcessor(LogitsProcessor):
+    """Mask ``model.generate``'s scores with a gramc artifact, row by row.
+
+    Args:
+        grammar: a bound artifact (every batch row follows it), or a sequence of artifacts,
+            one per batch element (rows are split evenly among them, as ``generate`` lays out
+            beams and ``num_return_sequences``).
+        eos_fallback: a row that can no longer follow the grammar (it already emitted EOS and
+            is being padded, or a token the grammar refuses was forced into it) is left only
+            the end-of-sequence ids, so sampling never sees a row of all ``-inf``.
+
+    The first call of a ``generate`` run fixes the prompt length; a call whose prompt part
+    differs from the last run's (a new ``generate`` call) starts over, so one processor can be
+    reused. States are kept for the latest step only.
+
+    Attributes:
+        calls: how many times the processor was called.
+        seconds: total time spent inside it (mask building and applying), for profiling.
+    """
+
+    def __init__(self, grammar: Any | Sequence[Any], *, eos_fallback: bool = True):
+        self.artifacts = list(grammar) if isinstance(grammar, (list, tuple)) else [grammar]
+        if not self.artifacts:
+            raise ValueError("no artifact given")
+        for a in self.artifacts:
+            if getattr(a, "vocab", None) is None:
+                raise ValueError("the artifact is not bound to a vocabulary (compile with vocab=)")
+        self.eos_fallback = eos_fallback
+        self._eos = [np.asarray(a.vocab.eos_ids, dtype=np.int64) for a in self.artifacts]
+        self.calls = 0
+        self.seconds = 0.0
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget the current generation (the next call starts a new one)."""
+        self._prompt: torch.Tensor | None = None
+        self._states: dict[tuple, Any] = {}
+
+    # ------------------------------------------------------------ the call
+
+    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
+        t0 = time.perf_counter()
+        masks = self.masks(input_ids, scores.shape[-1])
+        np.logical_not(masks, out=masks)
+        refused = torch.from_numpy(masks).to(scores.device, non_blocking=True)
+        out = scores.masked_fill(refused, float("-inf"))
+        self.calls += 1
+        self.seconds += time.perf_counter() - t0
+        return out
+
+    def masks(self, input_ids: Any, width: int) -> np.ndarray:
+        """The bool masks ``[rows, width]`` for a batch of id rows (no torch needed)."""
+        ids = input_ids.detach().cpu() if hasattr(input_ids, "detach") else torch.as_tensor(input_ids)
+        rows, length = ids.shape
+        if (self._prompt is None or self._prompt.shape[0] != rows
+                or length <= self._prompt.shape[1]
+                or not torch.equal(ids[:, : self._prompt.shape[1]], self._prompt)):
+            self.reset()
+            self._prompt = ids.clone()
+        generated = ids[:, self._prompt.shape[1]:].tolist()
+        per_item = max(1, rows // len(self.artifacts))
+        out = np.zeros((rows, width), dtype=bool)
+        states: dict[tuple, Any] = {}
+        for r, tokens in enumerate(generated):
+            item = min(r // per_item, len(self.artifacts) - 1)
+            key = (item, tuple(tokens))
+            m = states[key] if key in states else self._state(key)
+            states[key] = m
+            if m is not _DEAD and not m.is_finished():
+                out[r] = m.mask(width)
+            elif self.eos_fallback:
+                eos = self._eos[item]
+                if len(eos):
+                    out[r, eos[eos < width]] = True
+                else:
+                    out[r] = True  # nothing to fall back to: leave the row alone
+        self._states = states
+        return out
+
+    def _state(self, key: tuple) -> Any:
+        item, tokens = key
+        parent = self._states.get((item, tokens[:-1])) if tokens else None
+        if parent is _DEAD:
+            return _DEAD
+        if parent is not None:
+            m = parent.fork()
+            return m if m.commit_token(tokens[-1]) else _DEAD
+        m = self.artifacts[item].matcher(max_rollback=0)
+        return m if m.commit_tokens(tokens) == len(tokens) else _DEAD
+
+
+def logits_fn(model: Any, device: Any = None) -> Callable[[list[int]], np.ndarray]:
+    """A ``logits_fn`` for :func:`gramc.generation.generate` from a causal LM.
+
+    Keeps the key/value cache of the last sequence: a call whose ids extend the previous
+    call's feeds only the new ids (the common case for sampling and jump-forward); any other
+    call (beam search switching hypotheses) runs the whole sequence again.
+    """
+    import inspect
+
+    device = device or next(model.parameters()).device
+    state: dict[str, Any] = {"ids": [], "past": None}
+    # transformers 5.x renamed past_key_values to cache (the old name still works, with a warning)
+    cache_arg = "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
+
+    @torch.no_grad()
+    def call(ids: list[int]) -> np.ndarray:
+        ids = list(ids)
+        if not ids:
+            raise ValueError("logits_fn needs at least one id (a prompt, e.g. the BOS token)")
+        prev, past = state["ids"], state["past"]
+        if past is not None and len(ids) > len(prev) and ids[: len(prev)] == prev:
+            new = ids[len(prev):]
+        else:
+            new, past = ids, None
+        out = model(torch.tensor([new], device=device), use_cache=True, **{cache_arg: past})
+        state["ids"] = ids
+        state["past"] = out.cache if cache_arg == "cache" else out.past_key_values
+        return out.logits[0, -1].float().cpu().numpy()
+
+    return call
