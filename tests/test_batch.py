@@ -304,6 +304,31 @@ def test_numpy_float16_and_one_row(arts):
     assert np.array_equal(logits, want)
 
 
+@pytest.mark.parametrize("density", [0.0005, 0.01, 0.5, 1.0])
+@pytest.mark.parametrize("seed", range(3))
+def test_apply_packed_sparse_and_dense_paths(density, seed):
+    """apply_packed (the CPU path) against the library reference, on both of its strategies."""
+    from gramc.runtime.batch import apply_packed
+
+    rng = np.random.default_rng(seed)
+    n, vocab = 5, int(rng.integers(2000, 5000))
+    W = n_words(vocab)
+    bits = rng.random((n, 32 * W)) < density
+    bits[:, vocab:] = False
+    masks = np.packbits(bits, axis=1, bitorder="little").view("<u4").copy()
+    width = vocab + int(rng.integers(-40, 40))
+    dtype = [np.float32, np.float16][seed % 2]
+    logits = rng.standard_normal((n + 2, width)).astype(dtype)
+    rows = rng.permutation(n + 2)[:n]
+    want = logits.copy()
+    want[rows] = apply_bitmask(want[rows], masks)
+    apply_packed(logits, masks, rows)
+    assert np.array_equal(logits, want)
+    square = logits[:n].copy()
+    apply_packed(square, masks)
+    assert np.array_equal(square, apply_bitmask(logits[:n].copy(), masks))
+
+
 def test_empty_batch(device, arts, emulated):
     batch = make_batch(device, arts["ab"], 3, emulated)
     assert Host(batch).get(batch.fill_masks()).shape == (0, n_words(VOCAB.size))

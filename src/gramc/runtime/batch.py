@@ -450,8 +450,8 @@ def apply_packed(logits: Any, masks: np.ndarray, rows: np.ndarray | None = None)
         return
     width = logits.shape[-1]
     m = min(width, 32 * masks.shape[1])
-    allowed = np.unpackbits(masks.view(np.uint8), axis=1, count=m, bitorder="little").view(bool)
     if _is_torch(logits):
+        allowed = np.unpackbits(masks.view(np.uint8), axis=1, count=m, bitorder="little").view(bool)
         _apply_torch(logits, allowed, rows, m)
         return
     if not isinstance(logits, np.ndarray) or logits.dtype.kind != "f":
@@ -461,10 +461,27 @@ def apply_packed(logits: Any, masks: np.ndarray, rows: np.ndarray | None = None)
         sub = logits
     else:
         sub = logits[np.arange(n) if rows is None else rows]
-    np.copyto(sub[:, :m], -np.inf, where=~allowed)
-    sub[:, m:] = -np.inf
+    if np.count_nonzero(masks) * 32 * 8 < sub.size:
+        _apply_sparse(sub, masks)  # typical grammar masks: few allowed tokens
+    else:
+        allowed = np.unpackbits(masks.view(np.uint8), axis=1, count=m, bitorder="little")
+        np.putmask(sub[:, :m], allowed == 0, -np.inf)
+        sub[:, m:] = -np.inf
     if sub is not logits:
         logits[np.arange(n) if rows is None else rows] = sub
+
+
+def _apply_sparse(sub: np.ndarray, masks: np.ndarray) -> None:
+    """Save the allowed logits, fill every row with -inf, put them back (few allowed bits)."""
+    r, w = np.nonzero(masks)
+    bits = np.unpackbits(masks[r, w].view(np.uint8).reshape(-1, 4), axis=1, bitorder="little")
+    k, bit = np.nonzero(bits)
+    rows, cols = r[k], w[k].astype(np.int64) * 32 + bit
+    inside = cols < sub.shape[1]
+    rows, cols = rows[inside], cols[inside]
+    kept = sub[rows, cols]
+    sub.fill(-np.inf)
+    sub[rows, cols] = kept
 
 
 def _apply_torch(logits: Any, allowed: np.ndarray, rows: np.ndarray | None, m: int) -> None:
