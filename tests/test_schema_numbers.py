@@ -1,0 +1,292 @@
+"""Exactness of the JSON Schema numeric leaves (gramc.schemas.numbers) against exact decimal
+arithmetic, with the derivative oracle as the matcher.
+
+The claim under test: a text is accepted exactly when it is in the documented sublanguage
+(plain integer literals for ``integer``; plain decimals and normalised scientific forms for a
+constrained ``number``; plain decimals when ``multipleOf`` is given) and its value satisfies
+every keyword. Values and bounds are compared exactly (Fraction); float bounds mean their
+shortest repr, which on ``json.dumps`` output agrees with Python float comparison.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from decimal import Decimal
+from fractions import Fraction
+
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+from oracle import fullmatch
+
+from gramc.compiler.dfa import build_dfa
+from gramc.compiler.ir import NOTHING, Grammar
+from gramc.schemas.approx import NotExpressible
+from gramc.schemas.numbers import JSON_NUMBER, integer_ir, number_ir
+
+INTEGER_TEXT = re.compile(r"-?(0|[1-9][0-9]*)")
+PLAIN_TEXT = re.compile(r"-?(0|[1-9][0-9]*)(\.[0-9]+)?")
+SCI_TEXT = re.compile(r"-?[1-9](\.[0-9]+)?[eE][+-]?[0-9]+")
+JSON_NUMBER_TEXT = re.compile(r"-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?")
+
+SETTINGS = settings(max_examples=80, deadline=None, suppress_health_check=list(HealthCheck))
+
+
+def frac(x) -> Fraction:
+    if isinstance(x, float):
+        return Fraction(Decimal(repr(x)))
+    return Fraction(x)
+
+
+def satisfies(value: Fraction, kw: dict) -> bool:
+    checks = {
+        "minimum": lambda b: value >= b,
+        "maximum": lambda b: value <= b,
+        "exclusive_minimum": lambda b: value > b,
+        "exclusive_maximum": lambda b: value < b,
+    }
+    for key, check in checks.items():
+        if kw.get(key) is not None and not check(frac(kw[key])):
+            return False
+    m = kw.get("multiple_of")
+    return m is None or (value / frac(m)).denominator == 1
+
+
+def accepts(expr, text: str) -> bool:
+    return fullmatch(expr, text.encode())
+
+
+# ---------------------------------------------------------------- strategies
+
+small_ints = st.integers(-1200, 1200)
+huge_ints = st.integers(-(10**40), 10**40)
+floats = st.floats(allow_nan=False, allow_infinity=False, min_value=-1e6, max_value=1e6)
+wide_floats = st.floats(allow_nan=False, allow_infinity=False)
+decimals = st.decimals(allow_nan=False, allow_infinity=False, places=4, min_value=-1000, max_value=1000)
+bound_values = st.one_of(small_ints, huge_ints, floats, wide_floats, decimals,
+                         st.sampled_from([0, 0.0, -0.0, 0.5, -0.5, 1e-5, 1e20, 2.5, -2.5, 10, 100]))
+
+
+@st.composite
+def keyword_sets(draw, with_multiple=False):
+    kw = {}
+    for key in ("minimum", "maximum", "exclusive_minimum", "exclusive_maximum"):
+        if draw(st.integers(0, 2)) == 0:
+            kw[key] = draw(bound_values)
+    if with_multiple and draw(st.booleans()):
+        kw["multiple_of"] = draw(st.sampled_from([1, 2, 3, 4, 5, 7, 10, 16, 25, 0.5, 0.01, 0.25, 2.5, 0.3, 1.0, 12, 100]))
+    return kw
+
+
+def near(x: Fraction, draw) -> str:
+    """A decimal text close to x (a few digits changed, appended or removed)."""
+    s = format(Decimal(x.numerator) / Decimal(x.denominator), "f") if x.denominator != 1 else str(x.numerator)
+    chars = list(s)
+    for _ in range(draw(st.integers(0, 2))):
+        i = draw(st.integers(0, len(chars) - 1))
+        if chars[i].isdigit():
+            chars[i] = str(draw(st.integers(0, 9)))
+    s = "".join(chars)
+    if draw(st.booleans()):
+        s += ("" if "." in s else ".") + draw(st.sampled_from(["0", "00", "1", "9", "0001", "5"]))
+    return s
+
+
+@st.composite
+def number_texts(draw, kw):
+    bounds = [frac(v) for k, v in kw.items() if v is not None and k != "multiple_of"]
+    choice = draw(st.integers(0, 6))
+    if choice == 0 and bounds:
+        return near(draw(st.sampled_from(bounds)), draw)
+    if choice == 1 and bounds:
+        b = draw(st.sampled_from(bounds))
+        return "-" + near(abs(b), draw) if b < 0 else near(b, draw)
+    if choice == 2:
+        return json.dumps(draw(wide_floats))
+    if choice == 3:
+        return json.dumps(draw(st.integers(-(10**42), 10**42)))
+    if choice == 4:  # other spellings: exponents, leading zeros, signs
+        mant = draw(st.sampled_from(["1", "12", "0.5", "0", "9.99", "1.0", "-3", "-0", "00", "1.", ".5"]))
+        exp = draw(st.sampled_from(["", "e5", "E-3", "e+0", "e-05", "e400", "e-400", "E+21"]))
+        return mant + exp
+    if choice == 5:
+        return json.dumps(draw(floats))
+    return str(draw(small_ints)) + draw(st.sampled_from(["", ".0", ".5", ".25", ".001", ".999"]))
+
+
+def reference(text: str, kw: dict, mode: str) -> bool:
+    if mode == "integer":
+        in_sub = INTEGER_TEXT.fullmatch(text)
+    elif not any(v is not None for v in kw.values()):
+        in_sub = JSON_NUMBER_TEXT.fullmatch(text)
+    elif kw.get("multiple_of") is not None:
+        in_sub = PLAIN_TEXT.fullmatch(text)
+    else:
+        in_sub = PLAIN_TEXT.fullmatch(text) or SCI_TEXT.fullmatch(text)
+    if not in_sub:
+        return False
+    return satisfies(Fraction(Decimal(text)), kw)
+
+
+# ---------------------------------------------------------------- properties
+
+
+@SETTINGS
+@given(st.data(), keyword_sets(with_multiple=True))
+def test_integer_ir_is_exact(data, kw):
+    try:
+        expr = integer_ir(**kw)
+    except NotExpressible:
+        assume(False)
+    for _ in range(25):
+        text = data.draw(number_texts(kw))
+        assert accepts(expr, text) == reference(text, kw, "integer"), (text, kw)
+
+
+@SETTINGS
+@given(st.data(), keyword_sets(with_multiple=True))
+def test_number_ir_is_exact(data, kw):
+    try:
+        expr = number_ir(**kw)
+    except NotExpressible:
+        assume(False)
+    for _ in range(25):
+        text = data.draw(number_texts(kw))
+        assert accepts(expr, text) == reference(text, kw, "number"), (text, kw)
+
+
+@SETTINGS
+@given(st.data(), keyword_sets())
+def test_number_bounds_accept_json_dumps_floats_iff_python_says_so(data, kw):
+    """The MaskBench view: json.dumps of a float is accepted iff Python's comparison holds."""
+    expr = number_ir(**kw)
+    for _ in range(20):
+        value = data.draw(st.one_of(wide_floats, floats))
+        expected = all(
+            (v is None) or op(value, float(v) if not isinstance(v, int) else v)
+            for v, op in (
+                (kw.get("minimum"), lambda a, b: a >= b),
+                (kw.get("maximum"), lambda a, b: a <= b),
+                (kw.get("exclusive_minimum"), lambda a, b: a > b),
+                (kw.get("exclusive_maximum"), lambda a, b: a < b),
+            )
+        )
+        if any(isinstance(v, int) and abs(v) > 2**53 for v in kw.values()):
+            continue  # Python compares a float with a huge int exactly; skip the mixed case
+        assert accepts(expr, json.dumps(value)) == expected, (json.dumps(value), kw)
+
+
+@SETTINGS
+@given(st.data(), st.integers(-(10**25), 10**25), st.integers(0, 10**6))
+def test_integer_ranges_around_random_bounds(data, lo, width):
+    hi = lo + width
+    expr = integer_ir(minimum=lo, maximum=hi)
+    for _ in range(30):
+        x = data.draw(st.one_of(st.integers(lo - 3, lo + 3), st.integers(hi - 3, hi + 3),
+                                st.integers(lo - 10 * width - 10, hi + 10 * width + 10)))
+        assert accepts(expr, str(x)) == (lo <= x <= hi), (x, lo, hi)
+
+
+# ---------------------------------------------------------------- examples
+
+
+@pytest.mark.parametrize(
+    "kw, good, bad",
+    [
+        ({}, ["0", "-0", "7", "-123", "10" * 20], ["01", "1.0", "1e2", "+1", "", "-", "1.5"]),
+        ({"minimum": 2.5}, ["3", "4", "100"], ["2", "-3", "2.5"]),
+        ({"exclusive_maximum": 0}, ["-1", "-99"], ["0", "-0", "1"]),
+        ({"maximum": 0}, ["0", "-0", "-5"], ["1"]),
+        ({"minimum": 0, "maximum": 0}, ["0", "-0"], ["1", "-1"]),
+        ({"minimum": 1e300}, ["1" + "0" * 300, "2" + "0" * 300], ["9" * 300]),
+        ({"multiple_of": 16, "minimum": -64, "maximum": 256}, ["-64", "256", "0", "-0", "160"], ["-65", "257", "8", "272"]),
+        ({"multiple_of": 0.5}, ["3", "-7"], ["1.5"]),
+        ({"multiple_of": 3}, ["0", "3", "99", "-3000003"], ["1", "31", "-8"]),
+        ({"multiple_of": 7, "minimum": 0, "maximum": 100}, ["0", "7", "98"], ["1", "71", "105"]),
+        ({"minimum": 3, "maximum": 2}, [], ["2", "3"]),
+    ],
+)
+def test_integer_examples(kw, good, bad):
+    expr = integer_ir(**kw)
+    for t in good:
+        assert accepts(expr, t), t
+    for t in bad:
+        assert not accepts(expr, t), t
+
+
+@pytest.mark.parametrize(
+    "kw, good, bad",
+    [
+        ({}, ["0", "-0.0", "1e5", "1E+05", "-12.5e-3", "0e0"], ["01", ".5", "1.", "+1", "1e", "--1"]),
+        ({"minimum": 0}, ["0", "-0", "-0.000", "0.0001", "1e-05", "1.5e+300"], ["-1e-05", "-0.1", "12e3"]),
+        ({"exclusive_minimum": 0}, ["0.0001", "1e-05"], ["0", "-0", "0.000"]),
+        ({"minimum": -1.5, "maximum": 2.25}, ["-1.5", "-1.50", "2.25", "0", "1e-300", "2.2500", "-1.4999"],
+         ["-1.5001", "2.2501", "-1.51", "3", "2.26"]),
+        ({"exclusive_maximum": 1e20}, ["1e+19", "9.99999e19", "99999999999999999999.99"], ["1e+20", "1e20", "100000000000000000000"]),
+        ({"multiple_of": 0.01, "minimum": 0}, ["1230.55", "500.0", "0.0", "12.300"], ["500.234", "-0.01", "0.001", "1e-2"]),
+        ({"multiple_of": 0.3}, ["0.3", "0.6", "-0.9", "3", "3.0"], ["0.1", "1", "0.31"]),
+        ({"multiple_of": 2.5, "maximum": 10}, ["10", "7.5", "-2.5", "-1000"], ["12.5", "1"]),
+    ],
+)
+def test_number_examples(kw, good, bad):
+    expr = number_ir(**kw)
+    for t in good:
+        assert accepts(expr, t), t
+    for t in bad:
+        assert not accepts(expr, t), t
+
+
+def test_unconstrained_number_is_the_json_number_grammar():
+    assert number_ir() is JSON_NUMBER
+
+
+def test_allow_zero_fraction():
+    expr = integer_ir(minimum=1, maximum=3, allow_zero_fraction=True)
+    assert accepts(expr, "2.0") and accepts(expr, "3.000") and accepts(expr, "2")
+    assert not accepts(expr, "2.5") and not accepts(expr, "4.0") and not accepts(expr, "2.")
+
+
+def test_empty_ranges_are_nothing():
+    assert integer_ir(minimum=1.2, maximum=1.8) is NOTHING
+    assert number_ir(minimum=2, exclusive_maximum=2) is NOTHING
+
+
+def test_bad_arguments():
+    with pytest.raises(ValueError):
+        integer_ir(minimum=float("nan"))
+    with pytest.raises(ValueError):
+        number_ir(multiple_of=0)
+    with pytest.raises(TypeError):
+        number_ir(maximum="3")
+
+
+@pytest.mark.parametrize("k", [7, 10**9 + 7])
+def test_unbounded_hard_multiple_of_is_not_expressible(k):
+    with pytest.raises(NotExpressible) as info:
+        integer_ir(multiple_of=k)
+    assert info.value.keyword == "multipleOf"
+
+
+def test_huge_bound_is_not_expressible():
+    with pytest.raises(NotExpressible):
+        integer_ir(maximum=int("123456789" * 100))
+
+
+@pytest.mark.parametrize(
+    "kw",
+    [
+        {"minimum": -(10**30), "maximum": 10**40},
+        {"minimum": 0.001, "exclusive_maximum": 123456.789},
+        {"multiple_of": 4, "minimum": 0},
+        {"multiple_of": 16, "minimum": -64, "maximum": 256},
+        {"multiple_of": 0.01, "minimum": 0, "maximum": 1e9},
+        {"multiple_of": 3},
+        {"minimum": 1e308},
+        {"maximum": 9223372036854775807, "minimum": -9223372036854775808},
+    ],
+)
+def test_builds_small_dfas(kw):
+    for fn in (integer_ir, number_ir):
+        dfa = build_dfa(Grammar.single(fn(**kw)))
+        assert dfa.n_states < 5000
