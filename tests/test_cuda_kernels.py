@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 
 import gramc
-from gramc.errors import ArtifactFormatError, BackendUnavailableError
+from gramc.errors import ArtifactFormatError, BackendUnavailableError, GramcError
 from gramc.runtime.batch import advance_states
 from gramc.runtime.bitmask import apply_bitmask, n_words, unpack_row
 from gramc.runtime.cuda import emulation
@@ -458,3 +458,140 @@ def test_emulation_export_every_kernel(emulated_kernels):
     assert set(emulated_kernels._fns) == set(kernel_specs())
     with pytest.raises(TypeError, match="takes 4 arguments"):
         emulated_kernels.launch("gramc_scatter_i32", (1, 1, 1), (1, 1, 1), (0,))
+
+
+# ---------------------------------------------------------------- the PyCUDA glue, on a stand-in
+
+
+def _fake_pycuda(emulated_kernels, calls):
+    """Modules named like PyCUDA's, over host memory, whose kernels run in the emulation.
+
+    They implement only what gramc.runtime.cuda.kernels uses, with PyCUDA's signatures (checked
+    against PyCUDA's source): enough to run the glue's own logic without a GPU. That the real
+    PyCUDA behaves like this stand-in is what only the GPU-marked tests can show.
+    """
+    import ctypes
+    import types
+
+    class GPUArray:
+        def __init__(self, host):
+            self.host = np.ascontiguousarray(host)
+            self.shape, self.dtype = self.host.shape, self.host.dtype
+            self.gpudata = self.host.ctypes.data
+
+        @property
+        def __cuda_array_interface__(self):
+            return {"shape": self.shape, "typestr": self.dtype.str, "strides": None,
+                    "data": (self.host.ctypes.data, False), "version": 3}
+
+        def get(self, ary=None, pagelocked=False, async_=False, stream=None):
+            if ary is None:
+                return self.host.copy()
+            np.copyto(ary, self.host)
+            return ary
+
+    class Function:
+        def __init__(self, name):
+            self.name, self.fmt = name, None
+
+        def prepare(self, fmt):
+            self.fmt = fmt
+
+        def prepared_call(self, grid, block, *args):
+            assert self.fmt is not None and len(args) == len(self.fmt), (self.name, self.fmt, args)
+            assert all(isinstance(a, int) for a in args) and len(grid) == 3 and len(block) == 3
+            calls.append(self.name)
+            emulated_kernels.launch(self.name, grid, block, args)
+
+    class SourceModule:
+        def __init__(self, source, nvcc="nvcc", options=None, keep=False, no_extern_c=False, **kw):
+            assert no_extern_c and "#include" not in source and os.path.exists(nvcc)
+            self.source = source
+
+        def get_function(self, name):
+            assert f"void {name}(" in self.source
+            return Function(name)
+
+    class Context:
+        current = None
+
+        @staticmethod
+        def get_current():
+            return Context.current
+
+        @staticmethod
+        def synchronize():
+            pass
+
+        def push(self):
+            Context.current = self
+
+        def pop(self):
+            Context.current = None
+
+    class Device:
+        def __init__(self, i):
+            self.i = i
+
+        @staticmethod
+        def count():
+            return 1
+
+        def retain_primary_context(self):
+            return Context()
+
+    def memcpy_htod(dst, src):
+        ctypes.memmove(int(dst), src.ctypes.data, src.nbytes)
+
+    driver = types.ModuleType("pycuda.driver")
+    driver.init, driver.Device, driver.Context = (lambda: None), Device, Context
+    driver.memcpy_htod, driver.pagelocked_zeros = memcpy_htod, lambda shape, dtype: np.zeros(shape, dtype)
+    gpuarray = types.ModuleType("pycuda.gpuarray")
+    gpuarray.GPUArray = GPUArray
+    gpuarray.zeros = lambda shape, dtype: GPUArray(np.zeros(shape, dtype))
+    gpuarray.to_gpu = lambda host: GPUArray(np.array(host, copy=True))
+    compiler = types.ModuleType("pycuda.compiler")
+    compiler.SourceModule = SourceModule
+    package = types.ModuleType("pycuda")
+    package.driver, package.gpuarray, package.compiler = driver, gpuarray, compiler
+    return {"pycuda": package, "pycuda.driver": driver, "pycuda.gpuarray": gpuarray,
+            "pycuda.compiler": compiler}
+
+
+@needs_nvcc
+def test_pycuda_glue_drives_a_batch(monkeypatch, emulated_kernels):
+    """BatchMatcher(device='cuda') through kernels.PyCUDABackend, on the stand-in above."""
+    from gramc.runtime.batch import BatchMatcher
+    from gramc.runtime.cuda import kernels
+
+    calls: list[str] = []
+    modules = _fake_pycuda(emulated_kernels, calls)
+    for name, module in modules.items():
+        monkeypatch.setitem(sys.modules, name, module)
+    monkeypatch.setattr(kernels, "_backend", None)
+    GPUArray = modules["pycuda.gpuarray"].GPUArray
+
+    arts = [gramc.compile(p, vocab=VOCAB) for p in PATTERNS[:2]]
+    arts.append(gramc.compile('root ::= "a" root "b" | "c"', format="gbnf", vocab=VOCAB))
+    gpu, cpu = BatchMatcher(arts, 5, device="cuda"), BatchMatcher(arts, 5)
+    assert gpu.device == "cuda"
+    for batch in (gpu, cpu):
+        for i, art in enumerate(arts + arts[:1]):
+            batch.add(i, art)
+    rng = np.random.default_rng(5)
+    for _ in range(6):
+        masks = gpu.fill_masks()
+        assert isinstance(masks, GPUArray) and np.array_equal(masks.get(), cpu.fill_masks())
+        host = rng.standard_normal((4, VOCAB.size + 9)).astype(np.float32)
+        dev = GPUArray(host.copy())
+        gpu.apply_masks(dev)
+        cpu.apply_masks(host)
+        assert np.array_equal(dev.get(), host)
+        allowed = [np.flatnonzero(np.isfinite(row)) for row in host]
+        tokens = np.array([rng.choice(a) if len(a) else 35 for a in allowed], dtype=np.int64)
+        on_device = GPUArray(tokens) if rng.random() < 0.5 else tokens
+        assert np.array_equal(gpu.commit(on_device), cpu.commit(tokens))
+    assert {"gramc_dfa_fill_bitmask", "gramc_dfa_apply_f32", "gramc_dfa_advance_i64",
+            "gramc_apply_bitmask_f32", "gramc_scatter_bitmask_rows", "gramc_scatter_i32"} <= set(calls)
+    with pytest.raises(GramcError, match="use device='cpu'"):
+        gpu.apply_masks(np.zeros((4, VOCAB.size), np.float32))

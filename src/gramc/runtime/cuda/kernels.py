@@ -49,6 +49,25 @@ def _import_pycuda():
     return drv
 
 
+def find_nvcc() -> str:
+    """nvcc on PATH, else in $CUDA_HOME/bin or /usr/local/cuda*/bin (PyCUDA compiles with it)."""
+    import glob
+    import os
+    import shutil
+
+    found = shutil.which("nvcc")
+    if found:
+        return found
+    roots = [os.environ.get("CUDA_HOME", ""), os.environ.get("CUDA_PATH", ""), "/usr/local/cuda",
+             *sorted(glob.glob("/usr/local/cuda-*"), reverse=True)]
+    for root in roots:
+        path = os.path.join(root, "bin", "nvcc")
+        if root and os.path.exists(path):
+            return path
+    raise BackendUnavailableError("device='cuda' compiles its kernels with nvcc, which was not found "
+                                  "(PATH, $CUDA_HOME/bin, /usr/local/cuda*/bin): install the CUDA toolkit")
+
+
 def backend(device_id: int = 0) -> "PyCUDABackend":
     """The process-wide PyCUDA backend (created on first call; kernels compile on first use).
 
@@ -91,7 +110,7 @@ class PyCUDABackend(Backend):
         from pycuda.compiler import SourceModule
 
         try:
-            module = SourceModule(device_source(), no_extern_c=True, options=["-O3"])
+            module = SourceModule(device_source(), nvcc=find_nvcc(), no_extern_c=True)
         except Exception as e:  # nvcc missing or a compile error: say so with the log
             raise BackendUnavailableError(f"device='cuda': compiling gramc's kernels failed: {e}") from e
         functions = {}
