@@ -620,6 +620,10 @@ def markdown(data: dict) -> str:
     out.append(f"{n:,} schemas ({data['selection']}), vocabulary {data['vocab']}, "
                f"{data['n_tests']:,} test instances, workers {data['workers']}, "
                f"time limit {data['time_limit_s']:g} s compile / {data['test_time_limit_s']:g} s matching.")
+    if data.get("merged_from"):
+        out.append("Merged from separate runs of the same schemas: "
+                   + "; ".join(f"{', '.join(m['engines'])} (gramc git {m['gramc_git']})" for m in data["merged_from"])
+                   + ".")
     out.append("")
     out.append("| engine | " + " | ".join(OUTCOMES) + " |")
     out.append("|---|" + "---:|" * len(OUTCOMES))
@@ -671,6 +675,25 @@ def markdown(data: dict) -> str:
             out.append(f"| {r['count']} | {reason} | {', '.join(r['ids'][:3])} |")
         out.append("")
     return "\n".join(out)
+
+
+def merge(runs: list[dict]) -> dict:
+    """Several saved runs of the same schemas as one (engines side by side)."""
+    if len(runs) == 1:
+        return runs[0]
+    first = runs[0]
+    for r in runs[1:]:
+        if r["selection"] != first["selection"] or r["n_schemas"] != first["n_schemas"]:
+            raise SystemExit(f"cannot merge runs of different selections: {first['selection']!r} / {r['selection']!r}")
+    data = dict(first)
+    data["summaries"] = [s for r in runs for s in r["summaries"]]
+    data["results"] = {e: v for r in runs for e, v in r["results"].items()}
+    data["engine_options"] = {e: v for r in runs for e, v in r["engine_options"].items()}
+    data["timed"] = all(r["timed"] for r in runs)
+    data["common"] = None
+    data["merged_from"] = [{"argv": r.get("argv"), "engines": [s["engine"] for s in r["summaries"]],
+                            "gramc_git": r["machine"].get("gramc_git")} for r in runs]
+    return data
 
 
 def machine_info() -> dict:
@@ -735,7 +758,9 @@ def main(argv=None) -> int:
                     help="per-schema limit for matching all its instances, seconds")
     ap.add_argument("--mem-limit-gb", type=float, default=8.0, help="address-space limit of gramc workers")
     ap.add_argument("--out", help="raw JSON (default bench/results/maskbench.json); a .md is written beside it")
-    ap.add_argument("--from-json", help="re-print the tables of a saved run")
+    ap.add_argument("--from-json", nargs="+", metavar="FILE",
+                    help="re-print the tables of a saved run; several runs of the same selection are merged "
+                         "(outcomes side by side; timing shown only when every run was timed)")
     ap.add_argument("--update-baseline", action="store_true",
                     help="rewrite tests/data/maskbench_baseline.json from a gramc run of the sample ids")
     ap.add_argument("--write-sample-ids", type=int, metavar="N",
@@ -743,7 +768,12 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
 
     if args.from_json:
-        print(markdown(json.loads(Path(args.from_json).read_text())))
+        data = merge([json.loads(Path(p).read_text()) for p in args.from_json])
+        md = markdown(data)
+        print(md)
+        if args.out:
+            Path(args.out).write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n")
+            Path(args.out).with_suffix(".md").write_text(md + "\n")
         return 0
     if args.write_sample_ids:
         return write_sample_ids(args)
