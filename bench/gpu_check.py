@@ -170,9 +170,12 @@ def replay(batch, tokens, logits, fill_out, commit, make_timer, reps: int, sync=
     rounds = []
     for _ in range(reps + 1):  # the first round warms up
         timer = make_timer()
-        walk(lambda t: (timer.run("fill", lambda: batch.fill_masks(fill_out)),
-                        timer.run("apply", lambda: batch.apply_masks(logits)),
-                        timer.run("commit", lambda: commit(t))))
+        def timed(t, timer=timer):
+            timer.run("fill", lambda: batch.fill_masks(fill_out))
+            timer.run("apply", lambda: batch.apply_masks(logits))
+            timer.run("commit", lambda: commit(t))
+
+        walk(timed)
         rounds.append(timer.finish())
     out = best_mean(rounds[1:])
     out["step"] = out["apply"] + out["commit"]

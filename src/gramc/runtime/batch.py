@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import heapq
 from dataclasses import dataclass, field
-from typing import Any, Hashable, Iterable, Sequence
+from typing import Any, Hashable, Iterable
 
 import numpy as np
 
@@ -128,7 +128,7 @@ class BatchMatcher:
         index = self._entry_of.get(id(artifact))
         if index is not None:
             return index
-        artifact.token_table  # VocabularyError for an unbound artifact
+        _ = artifact.token_table  # VocabularyError for an unbound artifact
         self._check_vocab(artifact)
         arrays = DFAArrays.of(artifact) if artifact.kind == "dfa" else None
         entry = _Entry(artifact, arrays)
