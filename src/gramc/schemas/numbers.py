@@ -438,11 +438,13 @@ def _frac_range(b: str, f: str, lo_incl: bool, hi_incl: bool) -> tuple[bool, Exp
     ]
     empty_ok = False
     if x == 0 and ge_empty:  # w a prefix of the bound followed by implicit zeros: value == 0.b
-        for k in range(len(prefix.rstrip("0")), i + 1):
-            if k == 0:
-                empty_ok = True
-            else:
-                nonempty.append(_lit(prefix[:k]))
+        core = prefix.rstrip("0")  # w = core 0{0..i-len(core)}
+        if core:
+            nonempty.append(seq(_lit(core), repeat(ZERO, 0, i - len(core))))
+        else:
+            empty_ok = True
+            if i:
+                nonempty.append(repeat(ZERO, 1, i))
     return empty_ok, alt(*nonempty)
 
 
