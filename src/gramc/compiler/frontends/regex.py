@@ -26,11 +26,13 @@ stack, so nesting depth is bounded by the ``max_nesting`` limit, never by the re
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from gramc.compiler.ir import ALL_BYTES, NOTHING, Bytes, Expr, alt, repeat, seq
+from gramc.compiler.ir import ALL_BYTES, EMPTY, NOTHING, Bytes, Expr, alt, repeat, seq
 from gramc.compiler.unicode import (
+    ALL_CODEPOINTS,
     ECMA_DIGIT,
     ECMA_LINE_TERMINATORS,
     ECMA_SPACE,
@@ -59,6 +61,7 @@ def parse_regex(
     source_name: str = "<regex>",
     max_nesting: int = DEFAULT_MAX_NESTING,
     max_repeat: int = DEFAULT_MAX_REPEAT,
+    charset_to_ir: Callable[[CodepointSet], Expr] | None = None,
 ) -> Expr:
     """Parse ``pattern`` into the IR of the strings it matches as a whole.
 
@@ -68,17 +71,58 @@ def parse_regex(
         source_name: the name error spans carry.
         max_nesting: the deepest group nesting allowed.
         max_repeat: the largest ``m``/``n`` allowed in ``{m,n}``.
+        charset_to_ir: (unicode dialect only) how one code point of a set is lowered; the
+            default is its UTF-8 encoding (:meth:`CodepointSet.to_ir`). JSON Schema passes a
+            function giving every JSON string encoding of the code point instead.
 
     Raises:
         GrammarSyntaxError: the pattern is malformed.
         UnsupportedFeatureError: the pattern uses lookaround, backreferences, inner anchors...
         LimitExceededError: ``max_nesting`` or ``max_repeat`` was exceeded.
-        ValueError: ``dialect`` is not one of :data:`REGEX_DIALECTS`.
+        ValueError: ``dialect`` is not one of :data:`REGEX_DIALECTS`, or ``charset_to_ir`` is
+            given with the bytes dialect.
     """
+    return _parser(pattern, dialect, source_name, max_nesting, max_repeat, charset_to_ir).parse()
+
+
+def parse_regex_search(
+    pattern: str,
+    *,
+    source_name: str = "<regex>",
+    max_nesting: int = DEFAULT_MAX_NESTING,
+    max_repeat: int = DEFAULT_MAX_REPEAT,
+    charset_to_ir: Callable[[CodepointSet], Expr] | None = None,
+) -> Expr:
+    """The IR of the strings in which ECMA-262 ``pattern`` finds a match (``RegExp.test``):
+    JSON Schema ``pattern`` semantics.
+
+    The pattern is unanchored: each top-level alternative may be preceded by any string
+    unless it starts with ``^`` and followed by any string unless it ends with ``$`` (``^a|b``
+    is ``a.*`` or ``.*b.*``, where ``.*`` here is any code point, line terminators included).
+    Arguments as for :func:`parse_regex` (the dialect is always ``"unicode"``).
+
+    >>> from gramc.compiler.ir import literal
+    >>> lower = lambda cps: literal(b"?") if len(cps) > 1 else literal(chr(cps.ranges[0][0]).encode())
+    >>> print(parse_regex_search("^ab|c$", charset_to_ir=lower))
+    "ab" "?"* | "?"* "c"
+    """
+    parser = _parser(pattern, "unicode", source_name, max_nesting, max_repeat, charset_to_ir)
+    anything = repeat(parser.dialect.lower(_Set(ALL_CODEPOINTS)), 0, None)
+    out = []
+    for expr, at_start, at_end in parser.parse_alternatives():
+        out.append(seq(EMPTY if at_start else anything, expr, EMPTY if at_end else anything))
+    return alt(*out)
+
+
+def _parser(pattern, dialect, source_name, max_nesting, max_repeat, charset_to_ir) -> _Parser:
     if dialect not in _DIALECTS:
         raise ValueError(f"unknown regex dialect {dialect!r} (expected one of {REGEX_DIALECTS})")
-    parser = _Parser(pattern, _DIALECTS[dialect], source_name, max_nesting, max_repeat)
-    return parser.parse()
+    chosen = _DIALECTS[dialect]
+    if charset_to_ir is not None:
+        if dialect != "unicode":
+            raise ValueError("charset_to_ir applies to the unicode dialect only")
+        chosen = _UnicodeDialect(charset_to_ir)
+    return _Parser(pattern, chosen, source_name, max_nesting, max_repeat)
 
 
 # ---------------------------------------------------------------- characters and sets
@@ -122,6 +166,9 @@ class _UnicodeDialect:
     name = "unicode"
     _ESCAPES: ClassVar[dict[str, CodepointSet]] = {"d": ECMA_DIGIT, "w": ECMA_WORD, "s": ECMA_SPACE}
 
+    def __init__(self, charset_to_ir: Callable[[CodepointSet], Expr] | None = None):
+        self._to_ir = charset_to_ir
+
     def char_set(self, c: _Char) -> _Set:
         return _Set(CodepointSet.of(c.value))
 
@@ -145,6 +192,8 @@ class _UnicodeDialect:
         return _Set(ascii_case_closure(s.cps))
 
     def lower(self, s: _Set) -> Expr:
+        if self._to_ir is not None:
+            return self._to_ir(s.cps) if s.cps else NOTHING
         return s.cps.to_ir()
 
 
@@ -254,6 +303,9 @@ class _Parser:
         self.icase = False
         self.names: set[str] = set()
         self.stack: list[_Frame] = [_Frame(0)]
+        # (starts with ^, ends with $) for each finished top-level alternative, and the current
+        self.anchors: list[tuple[bool, bool]] = []
+        self.at_start = self.at_end = False
 
     # ------------------------------------------------------------ helpers
 
@@ -287,6 +339,14 @@ class _Parser:
             raise self._syntax("missing ), unterminated group", self.stack[-1].start)
         return self.stack[0].finish()
 
+    def parse_alternatives(self) -> list[tuple[Expr, bool, bool]]:
+        """Parse; the top-level alternatives as (expr, starts with ^, ends with $)."""
+        self.parse()
+        top = self.stack[0]
+        top.next_alternative()
+        self.anchors.append((self.at_start, self.at_end))
+        return [(e, a, b) for e, (a, b) in zip(top.alts, self.anchors)]
+
     def _step(self) -> None:
         c = self.src[self.pos]
         handler = _HANDLERS.get(c)
@@ -318,6 +378,9 @@ class _Parser:
     def _bar(self) -> None:
         self.pos += 1
         self.stack[-1].next_alternative()
+        if len(self.stack) == 1:
+            self.anchors.append((self.at_start, self.at_end))
+            self.at_start = self.at_end = False
 
     def _anchor_start(self, width: int, name: str) -> None:
         if len(self.stack) > 1 or self.stack[-1].items:
@@ -325,6 +388,7 @@ class _Parser:
                 f"anchor {name} that is not at the start of the pattern", self.pos
             )
         self.pos += width
+        self.at_start = True
 
     def _anchor_end(self, width: int, name: str) -> None:
         after = self.pos + width
@@ -333,6 +397,7 @@ class _Parser:
                 f"anchor {name} that is not at the end of the pattern", self.pos
             )
         self.pos = after
+        self.at_end = True
 
     # ------------------------------------------------------------ group extensions
 
