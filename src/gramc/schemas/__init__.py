@@ -46,6 +46,8 @@ def schema_to_grammar(schema: dict | bool, options: SchemaOptions = SchemaOption
         raise SchemaError(f"a schema must be a JSON object or a boolean, not {type(schema).__name__}", "#")
     compiler = SchemaCompiler(Document(schema), options)
     grammar = compiler.compile()
+    for message in compiler.notes:
+        warnings.warn(GramcWarning(f"{source_name}: {message}"), stacklevel=2)
     for item in compiler.approximations:
         warnings.warn(GramcWarning(f"{source_name}: {item}"), stacklevel=2)
     return grammar, list(compiler.approximations)

@@ -76,6 +76,7 @@ class SchemaCompiler(CombinatorMixin, ObjectMixin, ArrayMixin):
         self.options = options
         self.ws = Whitespace(options.whitespace, options.max_whitespace)
         self.approximations: list[Approximation] = []
+        self.notes: list[str] = []
         self.rules: dict[str, Expr] = {}
         self._checker: ValueChecker | None = None
         self._keywords: dict[Atom, Any] = {}
@@ -443,13 +444,20 @@ class SchemaCompiler(CombinatorMixin, ObjectMixin, ArrayMixin):
         if lo is not None and hi is not None and lo > hi:
             return NOTHING
         where[""] = where.get("pattern") or where.get("format") or (parts[0].where if parts else "#")
-        expr = leaves.string_ir(lo, hi, patterns[0] if patterns else None,
-                                formats[0] if formats else None, where, self.approx)
+        expr = self.string_leaf(lo, hi, patterns[0] if patterns else None, formats[0] if formats else None, where)
         for extra in patterns[1:]:
-            expr = intersection(expr, leaves.string_ir(None, None, extra, None, where, self.approx))
+            expr = intersection(expr, self.string_leaf(None, None, extra, None, where))
         for extra in formats[1:]:
-            expr = intersection(expr, leaves.string_ir(None, None, None, extra, where, self.approx))
+            expr = intersection(expr, self.string_leaf(None, None, None, extra, where))
         return expr
+
+    def string_leaf(self, lo, hi, pattern, fmt, where) -> Expr:
+        return leaves.string_ir(lo, hi, pattern, fmt, where, self.approx, self.options.strict, self.note)
+
+    def note(self, message: str) -> None:
+        """A warning that is not an approximation (an unknown format, an annotation)."""
+        if message not in self.notes:
+            self.notes.append(message)
 
     def build_number(self, parts: list) -> Expr:
         integer = "num" not in self.types(parts)

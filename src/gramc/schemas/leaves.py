@@ -15,7 +15,7 @@ from math import gcd
 from typing import Callable
 
 from gramc.compiler.ir import Expr
-from gramc.errors import GrammarSyntaxError, SchemaError, UnsupportedFeatureError
+from gramc.errors import SchemaError
 from gramc.schemas.approx import NotExpressible
 
 Report = Callable[[str, str, str], None]  # (keyword, pointer, reason)
@@ -43,41 +43,83 @@ def lcm_of(values: list[int | float]) -> int | Decimal:
 
 
 def string_ir(min_length: int | None, max_length: int | None, pattern: str | None, fmt: str | None,
-              where: dict[str, str], report: Report) -> Expr:
-    """The JSON string literals whose value satisfies the constraints; each constraint the
-    primitive cannot do exactly is reported and dropped, then the call is retried."""
+              where: dict[str, str], report: Report, strict: bool = False,
+              warn: Callable[[str], None] | None = None) -> Expr:
+    """The JSON string literals whose value satisfies the constraints.
+
+    The primitive gets all of them at once; when it cannot combine them compactly, each
+    constraint is built on its own and the languages are intersected exactly (as automata).
+    A constraint that cannot be built exactly at all is reported and dropped. Formats gramc
+    does not know are annotations (a warning through ``warn``, nothing enforced); formats it
+    only over-approximates are reported, except in strict mode for ``time``/``date-time``,
+    which then use the exact (large) leap-second automaton."""
     from gramc.schemas.strings import json_string_ir
 
-    args = {"min_length": min_length, "max_length": max_length, "pattern": pattern, "format": fmt}
-    names = {"minLength": "min_length", "maxLength": "max_length", "pattern": "pattern", "format": "format"}
-    while True:
+    def at(key: str) -> str:
+        return where.get(key, where.get("", "#"))
+
+    if fmt is not None:
+        fmt = _known_format(fmt, at("format"), warn)
+    try:
+        return json_string_ir(min_length, max_length, pattern, fmt)
+    except NotExpressible:
+        pass
+    except ValueError as err:
+        raise SchemaError(str(err), at("minLength")) from None
+    langs = []
+    if min_length or max_length is not None:
+        langs.append(_one(lambda: json_string_ir(min_length, max_length), at, report))
+    if pattern is not None:
+        langs.append(_one(lambda: json_string_ir(pattern=pattern), at, report))
+    if fmt is not None:
+        langs.append(_format_lang(fmt, at("format"), report, strict))
+    langs = [x for x in langs if x is not None]
+    if not langs:
+        return json_string_ir()
+    return _intersect_all(langs, at("maxLength"), report)
+
+
+def _known_format(fmt: str, where: str, warn) -> str | None:
+    from gramc.schemas.formats import format_spec
+
+    if format_spec(fmt) is None:
+        if warn is not None:
+            warn(f"format {fmt!r} at {where} is unknown to gramc: it is an annotation, not enforced")
+        return None
+    return fmt
+
+
+def _one(build: Callable[[], Expr], at, report: Report) -> Expr | None:
+    try:
+        return build()
+    except NotExpressible as err:
+        report(err.keyword, at(err.keyword.split("/")[0]), err.reason)
+        return None
+
+
+def _format_lang(fmt: str, where: str, report: Report, strict: bool) -> Expr | None:
+    from gramc.schemas.strings import json_string_ir
+
+    try:
+        return json_string_ir(format=fmt)
+    except NotExpressible as err:
+        if strict and fmt in ("time", "date-time"):
+            return json_string_ir(format=fmt, exact_leap_seconds=True)
+        report("format", where, err.reason)
+        return json_string_ir(format=fmt, allow_approximate_format=True)
+
+
+def _intersect_all(langs: list[Expr], where: str, report: Report) -> Expr:
+    from gramc.errors import LimitExceededError
+    from gramc.schemas.langops import intersection
+
+    out = langs[0]
+    for other in langs[1:]:
         try:
-            return json_string_ir(**args)
-        except NotExpressible as err:
-            dropped = _drop(args, names, err.keyword)
-            report(err.keyword, where.get(err.keyword, where.get("", "#")), err.reason)
-            if not dropped:
-                raise SchemaError(f"{err.keyword}: {err.reason}", where.get("", "#")) from None
-        except UnsupportedFeatureError as err:
-            if args["pattern"] is None:
-                raise
-            report("pattern", where.get("pattern", "#"), f"the pattern {args['pattern']!r} uses {err.reason}")
-            args["pattern"] = None
-        except GrammarSyntaxError as err:
-            raise SchemaError(f"invalid pattern {args['pattern']!r}: {err.reason}",
-                              where.get("pattern", "#")) from None
-
-
-def _drop(args: dict, names: dict, keyword: str) -> bool:
-    key = names.get(keyword)
-    if key is None or args.get(key) is None:
-        for key in ("format", "pattern"):  # an unnamed failure: drop the most exotic constraint
-            if args[key] is not None:
-                args[key] = None
-                return True
-        return False
-    args[key] = None
-    return True
+            out = intersection(out, other)
+        except LimitExceededError as err:
+            report("maxLength", where, f"the string constraints together need too large an automaton ({err})")
+    return out
 
 
 def number_ir(integer: bool, bounds: dict, multiple_of: int | float | Decimal | None,

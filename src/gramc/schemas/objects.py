@@ -176,7 +176,7 @@ class ObjectMixin:
 
             failures: list = []
             expr = leaves.string_ir(None, None, regex, None, {}, lambda *a: failures.append(a))
-            cache[regex] = None if failures else expr
+            cache[regex] = None if failures else expr  # the caller reports a failure
         return cache[regex]
 
     def pattern_matches(self, regex: str, name: str) -> bool | None:
@@ -293,7 +293,7 @@ class ObjectMixin:
     def any_string(self) -> Expr:
         from gramc.schemas import leaves
 
-        return leaves.string_ir(None, None, None, None, {}, self.approx)
+        return self.string_leaf(None, None, None, None, {})
 
     # ------------------------------------------------------------ the member sequence
 
