@@ -69,6 +69,14 @@ class Host:
 
         return torch.from_numpy(arr).cuda()
 
+    def masks(self, arr):
+        """A uint32 mask buffer where the batch's device writes (int32 on CUDA, via torch)."""
+        if not self.cuda:
+            return arr
+        import torch
+
+        return torch.from_numpy(arr.view(np.int32)).cuda()
+
     def get(self, arr):
         if not self.cuda:
             return arr
@@ -146,12 +154,12 @@ def test_explicit_row_order_and_slot_indexed_arrays(device, arts, emulated):
     assert np.array_equal(masks, expected_masks([ref[r] for r in order], W))
 
     # one row per slot: other slots are left as they were
-    if device == "cpu":
-        out = np.full((6, W + 1), 77, dtype=np.uint32)
-        batch.fill_masks(out, request_ids=order)
-        for r in order:
-            assert np.array_equal(out[batch.slot(r)], np.append(expected_masks([ref[r]], W)[0], 0))
-        assert (out[batch.slot("q")] == 77).all() and (out[4:] == 77).all()
+    out = host.masks(np.full((6, W + 1), 77, dtype=np.uint32))
+    batch.fill_masks(out, request_ids=order)
+    out = host.get(out).view(np.uint32)
+    for r in order:
+        assert np.array_equal(out[batch.slot(r)], np.append(expected_masks([ref[r]], W)[0], 0))
+    assert (out[batch.slot("q")] == 77).all() and (out[4:] == 77).all()
     logits = np.zeros((6, VOCAB.size), dtype=np.float32)
     dev = host.logits(logits)
     batch.apply_masks(dev)  # capacity rows: by slot

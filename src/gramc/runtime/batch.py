@@ -70,11 +70,8 @@ class _Plan:
     dfa_slots: np.ndarray
     pda_pos: np.ndarray
     pda_slots: np.ndarray
+    version: int = -1  # the batch version it was made for
     device: dict[str, Any] = field(default_factory=dict)  # device copies of the maps
-
-    @property
-    def all_dfa_in_order(self) -> bool:
-        return len(self.pda_pos) == 0
 
 
 class BatchMatcher:
@@ -242,7 +239,7 @@ class BatchMatcher:
     def _plan(self, request_ids: Iterable[Hashable] | None) -> _Plan:
         key = None if request_ids is None else tuple(request_ids)
         plan = self._plans.get(key)
-        if plan is not None and plan.device.get("version") == self._version:
+        if plan is not None and plan.version == self._version:
             return plan
         if key is None:
             slots = np.flatnonzero(self._entry >= 0).astype(np.int32)
@@ -251,7 +248,7 @@ class BatchMatcher:
             if len(np.unique(slots)) != len(slots):
                 raise GramcError("request_ids names a request more than once")
         plan = self._make_plan(slots)
-        plan.device["version"] = self._version
+        plan.version = self._version
         if len(self._plans) > 8:
             self._plans.clear()
         self._plans[key] = plan

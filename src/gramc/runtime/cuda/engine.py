@@ -174,7 +174,8 @@ class DeviceEngine:
                 raise GramcError(f"tokens must be [{n}] or [{n}, 1], got shape {list(view.shape)}")
         else:
             host = _host_tokens(tokens, n)
-            b.copy_to_device(self._tokens, host)
+            if n:
+                b.copy_to_device(self._tokens, host)
             view = b.view(self._tokens)
         maps = self._maps(plan, by_slot=False)
         self._flush()
