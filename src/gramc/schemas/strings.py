@@ -1,0 +1,401 @@
+"""Exact IR for JSON Schema string leaves: every JSON spelling of every allowed value.
+
+A JSON string literal can spell one code point several ways: raw UTF-8 (except ``"``, ``\\``
+and the controls below U+0020), a short escape (``\\" \\\\ \\/ \\b \\f \\n \\r \\t``), or
+``\\uXXXX`` with hex digits in either case, a surrogate pair of two such escapes for code points
+above U+FFFF. :func:`json_codepoint_set_to_ir` lowers a set of code points to the alternation
+of all of those spellings, so constraints stated on the DECODED value (``minLength``,
+``maxLength``, ``pattern``, ``format``) stay exact whatever spelling the model picks:
+
+>>> print(json_codepoint_set_to_ir([(0x22, 0x22)]))
+"\\\\" ("\\"" | "u0022")
+
+How the keywords combine (see docs/json-schema-leaves.md):
+
+- lengths count code points of the decoded value: ``repeat(one code point, min, max)``;
+- ``pattern`` is ECMA-262 with search semantics (:func:`~gramc.compiler.frontends.regex.
+  parse_regex_search`), its classes and literals lowered through the JSON encoding;
+- ``format`` is a whole-value regex from :mod:`gramc.schemas.formats`;
+- a pattern or format combined with lengths is intersected exactly by a structural rewrite of
+  the regex over code points ("letters"); when that rewrite would be too large, or when a
+  pattern and a format have to be intersected, :class:`~gramc.schemas.approx.NotExpressible`
+  is raised and the schema walker applies its policy.
+
+Only well-formed strings are in the language: a ``\\uD800``-``\\uDFFF`` escape must be half of a
+correctly ordered surrogate pair (a lone surrogate is not a code point).
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+from gramc.compiler.frontends.regex import parse_regex, parse_regex_search
+from gramc.compiler.ir import (
+    EMPTY,
+    NOTHING,
+    Alt,
+    Expr,
+    Repeat,
+    Seq,
+    Token,
+    alt,
+    byte_class,
+    literal,
+    repeat,
+    seq,
+)
+from gramc.compiler.unicode import ALL_CODEPOINTS, CodepointSet
+from gramc.errors import GramcError
+from gramc.schemas.approx import NotExpressible
+from gramc.schemas.numbers import expanded_size
+
+#: Largest minLength / maxLength lowered as a counted repetition (the DFA grows with it).
+MAX_COUNTED_LENGTH = 10_000
+#: Largest expanded size (see :func:`~gramc.schemas.numbers.expanded_size`) of a string leaf.
+MAX_STRING_SIZE = 400_000
+#: Most separate lengths one sequence may be split into when lengths meet a pattern.
+MAX_LENGTH_SPLITS = 256
+
+QUOTE = literal(b'"')
+
+_SHORT_ESCAPES = {0x22: b'"', 0x5C: b"\\", 0x2F: b"/", 0x08: b"b", 0x0C: b"f", 0x0A: b"n", 0x0D: b"r", 0x09: b"t"}
+_NOT_RAW = CodepointSet([(0x00, 0x1F), (0x22, 0x22), (0x5C, 0x5C)])
+_HEX_DIGITS = "0123456789abcdef"
+
+
+def _hex_nibbles(lo: int, hi: int) -> Expr:
+    """One hex digit (either case) with value lo..hi."""
+    chars = "".join(_HEX_DIGITS[v] for v in range(lo, hi + 1))
+    return byte_class((chars + chars.upper()).encode())
+
+
+def _hex_range(lo: int, hi: int, width: int) -> Expr:
+    """``width`` hex digits (either case) spelling a value in lo..hi."""
+    if width == 0:
+        return EMPTY
+    unit = 16 ** (width - 1)
+    a, b = divmod(lo, unit)
+    c, d = divmod(hi, unit)
+    if a == c:
+        return seq(_hex_nibbles(a, a), _hex_range(b, d, width - 1))
+    parts = []
+    first_full, last_full = a, c
+    if b:
+        parts.append(seq(_hex_nibbles(a, a), _hex_range(b, unit - 1, width - 1)))
+        first_full = a + 1
+    if d != unit - 1:
+        parts.append(seq(_hex_nibbles(c, c), _hex_range(0, d, width - 1)))
+        last_full = c - 1
+    if first_full <= last_full:
+        parts.append(seq(_hex_nibbles(first_full, last_full), _hex_range(0, unit - 1, width - 1)))
+    return alt(*parts)
+
+
+def json_codepoint_set_to_ir(ranges) -> Expr:
+    """Every JSON string spelling of one code point of the set.
+
+    Args:
+        ranges: a :class:`~gramc.compiler.unicode.CodepointSet` or inclusive ``(lo, hi)``
+            code-point ranges (surrogates are dropped: they are not code points).
+
+    Returns:
+        IR matching exactly the raw UTF-8 form (where JSON allows it), the short escape (where
+        one exists) and every ``\\uXXXX`` / surrogate-pair spelling of each code point in the
+        set; :data:`~gramc.compiler.ir.NOTHING` for an empty set.
+    """
+    cps = ranges if isinstance(ranges, CodepointSet) else CodepointSet(ranges)
+    return _json_lower(cps)
+
+
+@lru_cache(maxsize=4096)
+def _json_lower(cps: CodepointSet) -> Expr:
+    if not cps:
+        return NOTHING
+    raw = cps.difference(_NOT_RAW).to_ir() if cps.difference(_NOT_RAW) else NOTHING
+    short = byte_class(esc[0] for cp, esc in _SHORT_ESCAPES.items() if cp in cps)
+    bmp = alt(*(_hex_range(lo, min(hi, 0xFFFF), 4) for lo, hi in cps.ranges if lo <= 0xFFFF))
+    pairs = alt(*(_surrogate_pairs(max(lo, 0x10000), hi) for lo, hi in cps.ranges if hi >= 0x10000))
+    escaped = alt(short, seq(literal(b"u"), alt(bmp, pairs)))
+    return alt(raw, seq(literal(b"\\"), escaped))
+
+
+def _surrogate_pairs(lo: int, hi: int) -> Expr:
+    """``XXXX\\uYYYY`` (after a first ``\\u``) for the code points lo..hi above U+FFFF."""
+    ha, la = divmod(lo - 0x10000, 0x400)
+    hb, lb = divmod(hi - 0x10000, 0x400)
+    pieces = [(ha, ha, la, lb)] if ha == hb else [(ha, ha, la, 0x3FF), (hb, hb, 0, lb)]
+    if hb - ha >= 2:
+        pieces.append((ha + 1, hb - 1, 0, 0x3FF))
+    return alt(
+        *(
+            seq(_hex_range(0xD800 + h1, 0xD800 + h2, 4), literal(b"\\u"), _hex_range(0xDC00 + l1, 0xDC00 + l2, 4))
+            for h1, h2, l1, l2 in pieces
+        )
+    )
+
+
+#: One code point, any JSON spelling.
+JSON_CHAR = json_codepoint_set_to_ir(ALL_CODEPOINTS)
+
+
+# ---------------------------------------------------------------- letters
+#
+# Patterns and formats are first parsed into "letter" IR: each leaf is a Token standing for
+# one code point of a set (ids are negative and private to this module). Lengths are then
+# applied at the code-point level, and the letters are finally replaced by their JSON spellings.
+
+
+class _Letters:
+    def __init__(self) -> None:
+        self.sets: dict[int, CodepointSet] = {}
+        self.ids: dict[CodepointSet, int] = {}
+
+    def letter(self, cps: CodepointSet) -> Expr:
+        if cps not in self.ids:
+            self.ids[cps] = -1 - len(self.ids)
+            self.sets[self.ids[cps]] = cps
+        return Token(self.ids[cps])
+
+    def pattern(self, pattern: str, keyword: str, search: bool) -> Expr:
+        try:
+            if search:
+                return parse_regex_search(pattern, source_name=keyword, charset_to_ir=self.letter)
+            return parse_regex(pattern, source_name=keyword, charset_to_ir=self.letter)
+        except GramcError as e:
+            raise NotExpressible(keyword, str(e)) from e
+
+    def to_json(self, expr: Expr) -> Expr:
+        """Replace every letter by its JSON spellings."""
+        memo: dict[Expr, Expr] = {}
+        for node in _postorder(expr):
+            if isinstance(node, Token):
+                memo[node] = json_codepoint_set_to_ir(self.sets[node.id])
+            elif isinstance(node, Seq):
+                memo[node] = seq(*(memo[c] for c in node.items))
+            elif isinstance(node, Alt):
+                memo[node] = alt(*(memo[c] for c in node.items))
+            elif isinstance(node, Repeat):
+                memo[node] = repeat(memo[node.item], node.min, node.max)
+            else:
+                memo[node] = node
+        return memo[expr]
+
+
+def _postorder(expr: Expr) -> list[Expr]:
+    out: list[Expr] = []
+    seen: set[Expr] = set()
+    stack: list[tuple[Expr, bool]] = [(expr, False)]
+    while stack:
+        node, done = stack.pop()
+        if done:
+            out.append(node)
+        elif node not in seen:
+            seen.add(node)
+            stack.append((node, True))
+            stack.extend((c, False) for c in reversed(node.children()))
+    return out
+
+
+class _TooHard(Exception):
+    pass
+
+
+class _LengthRestrictor:
+    """Intersect a letter IR with "between lo and hi letters", structurally and exactly."""
+
+    def __init__(self) -> None:
+        self.lengths: dict[Expr, tuple[int, int | None]] = {}
+        self.splits = 0
+
+    def span(self, e: Expr) -> tuple[int, int | None]:
+        """(fewest, most) letters of a string of e (most None: unbounded)."""
+        for node in _postorder(e):
+            if node in self.lengths:
+                continue
+            if isinstance(node, Token):
+                r = (1, 1)
+            elif isinstance(node, Seq):
+                spans = [self.lengths[c] for c in node.items]
+                hi = None if any(s[1] is None for s in spans) else sum(s[1] for s in spans)
+                r = (sum(s[0] for s in spans), hi)
+            elif isinstance(node, Alt):
+                spans = [self.lengths[c] for c in node.items]
+                hi = None if any(s[1] is None for s in spans) else max(s[1] for s in spans)
+                r = (min(s[0] for s in spans), hi)
+            elif isinstance(node, Repeat):
+                lo, hi = self.lengths[node.item]
+                if hi == 0:
+                    r = (0, 0)
+                else:
+                    r = (lo * node.min, None if hi is None or node.max is None else hi * node.max)
+            else:  # EMPTY
+                r = (0, 0)
+            self.lengths[node] = r
+        return self.lengths[e]
+
+    def restrict(self, e: Expr, lo: int, hi: int | None) -> Expr:
+        lo = max(lo, 0)
+        if e is NOTHING or (hi is not None and hi < lo):
+            return NOTHING
+        mn, mx = self.span(e)
+        if (hi is not None and mn > hi) or (mx is not None and mx < lo):
+            return NOTHING
+        if mn >= lo and (hi is None or (mx is not None and mx <= hi)):
+            return e
+        if isinstance(e, Alt):
+            return alt(*(self.restrict(i, lo, hi) for i in e.items))
+        if isinstance(e, Repeat):
+            imn, imx = self.span(e.item)
+            if imn != imx:
+                raise _TooHard
+            k = imn  # > 0: a zero-length item would have made e fixed-length
+            a = max(e.min, -(-lo // k))
+            b = e.max if hi is None else (hi // k if e.max is None else min(e.max, hi // k))
+            return NOTHING if b is not None and a > b else repeat(e.item, a, b)
+        if isinstance(e, Seq):
+            return self._seq(e.items, lo, hi)
+        raise _TooHard
+
+    def _seq(self, items: tuple[Expr, ...], lo: int, hi: int | None) -> Expr:
+        i = 0
+        while i < len(items) and self.span(items[i])[0] == self.span(items[i])[1]:
+            i += 1
+        head = seq(*items[:i])
+        fixed = self.span(head)[0]
+        v = items[i]
+        rest = seq(*items[i + 1 :])
+        lo2, hi2 = lo - fixed, None if hi is None else hi - fixed
+        vmn, vmx = self.span(v)
+        rmn, rmx = self.span(rest)
+        if rmn == rmx:  # only v varies
+            return seq(head, self.restrict(v, lo2 - rmn, None if hi2 is None else hi2 - rmn), rest)
+        # v of length n leaves [lo2 - n, hi2 - n] for the rest; that is no constraint at all for
+        # n in the "free" block, and each other n is written out on its own
+        top = vmx if hi2 is None else (hi2 - rmn if vmx is None else min(vmx, hi2 - rmn))
+        free_lo = max(vmn, lo2 - rmn)
+        free_hi = top if hi2 is None else (None if rmx is None else hi2 - rmx)
+        if free_hi is not None and top is not None:
+            free_hi = min(free_hi, top)
+        if hi2 is not None and rmx is None:
+            free_lo, free_hi = 1, 0  # no free block: the rest is unbounded, hi2 binds it
+        singles = []
+        end = top if top is not None else free_lo - 1
+        for n in range(vmn, end + 1):
+            if not (free_lo <= n and (free_hi is None or n <= free_hi)):
+                singles.append(n)
+        self.splits += len(singles)
+        if self.splits > MAX_LENGTH_SPLITS:
+            raise _TooHard
+        parts = []
+        if free_hi is None or free_lo <= free_hi:
+            parts.append(seq(self.restrict(v, free_lo, free_hi), rest))
+        for n in singles:
+            parts.append(seq(self.restrict(v, n, n), self.restrict(rest, lo2 - n, None if hi2 is None else hi2 - n)))
+        return seq(head, alt(*parts))
+
+
+# ---------------------------------------------------------------- the string leaf
+
+
+def json_string_ir(
+    min_length: int | None = None,
+    max_length: int | None = None,
+    pattern: str | None = None,
+    format: str | None = None,
+    *,
+    allow_approximate_format: bool = False,
+    exact_leap_seconds: bool = False,
+) -> Expr:
+    """The complete JSON string literals (quotes included) whose decoded value satisfies
+    ``minLength``/``maxLength`` (code points), ``pattern`` (ECMA-262, unanchored) and
+    ``format`` (a name known to :mod:`gramc.schemas.formats`).
+
+    Args:
+        allow_approximate_format: use the over-approximation of a format gramc cannot check
+            exactly (see :func:`gramc.schemas.formats.format_spec`) instead of raising; the
+            caller is then responsible for warning about it.
+        exact_leap_seconds: use the exact (large) ``time``/``date-time`` regex.
+
+    Raises:
+        NotExpressible: ``format`` is unknown or only approximate (keyword ``format``); the
+            pattern uses something the regex frontend refuses, or does not parse
+            (``pattern``); a pattern and a format together (``format``); lengths above
+            :data:`MAX_COUNTED_LENGTH`, or lengths that cannot be combined with the
+            pattern/format compactly (``minLength``, ``maxLength`` or ``minLength/maxLength``).
+        ValueError: a length that is not a non-negative integer.
+
+    >>> print(json_string_ir(min_length=1, max_length=2, pattern="^[a-c]+$"))
+    "\\"" ([a-c] | "\\\\u006" [1-3]){1,2} "\\""
+    """
+    for name, value in (("minLength", min_length), ("maxLength", max_length)):
+        if value is not None:
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ValueError(f"{name} must be a non-negative integer, got {value!r}")
+            if value > MAX_COUNTED_LENGTH:
+                raise NotExpressible(
+                    name, f"{value} is above the largest counted length {MAX_COUNTED_LENGTH}"
+                )
+    lo, hi = min_length or 0, max_length
+    letters = _Letters()
+    lang = None
+    if format is not None:
+        from gramc.schemas.formats import format_pattern, format_spec
+
+        regex = format_pattern(
+            format, allow_approximate=allow_approximate_format, exact_leap_seconds=exact_leap_seconds
+        )
+        if regex is None:
+            spec = format_spec(format, exact_leap_seconds=exact_leap_seconds)
+            reason = (
+                f"format {format!r} is only approximated ({spec.note})"
+                if spec is not None
+                else f"format {format!r} is not enforced (unknown to gramc)"
+            )
+            raise NotExpressible("format", reason)
+        lang = letters.pattern(regex, "format", search=False)
+    if pattern is not None:
+        searched = letters.pattern(pattern, "pattern", search=True)
+        if lang is None:
+            lang = searched
+        else:
+            raise NotExpressible(
+                "format", "a format together with a pattern cannot be intersected exactly"
+            )
+    if lang is None:
+        body = repeat(JSON_CHAR, lo, hi) if hi is None or lo <= hi else NOTHING
+    else:
+        if lo or hi is not None:
+            try:
+                lang = _LengthRestrictor().restrict(lang, lo, hi)
+            except _TooHard:
+                what = "format" if pattern is None else "pattern"
+                raise NotExpressible(
+                    _length_keyword(min_length, max_length),
+                    f"the length limits cannot be combined compactly with the {what}",
+                ) from None
+        body = letters.to_json(lang)
+    size = 0 if lang is None else expanded_size(body)  # plain lengths: one counted repeat
+    if size > MAX_STRING_SIZE:
+        if lo or hi is not None:
+            keyword = _length_keyword(min_length, max_length)
+        else:
+            keyword = "pattern" if pattern is not None else "format"
+        raise NotExpressible(
+            keyword, f"the string automaton would need {size} states (limit {MAX_STRING_SIZE})"
+        )
+    return seq(QUOTE, body, QUOTE)
+
+
+@lru_cache(maxsize=64)
+def _format_body(name: str, allow_approximate: bool, exact_leap_seconds: bool) -> Expr:
+    full = json_string_ir(
+        format=name, allow_approximate_format=allow_approximate, exact_leap_seconds=exact_leap_seconds
+    )
+    assert isinstance(full, Seq) and full.items[0] is QUOTE and full.items[-1] is QUOTE
+    return seq(*full.items[1:-1])
+
+
+def _length_keyword(min_length, max_length) -> str:
+    if min_length is not None and max_length is not None:
+        return "minLength/maxLength"
+    return "maxLength" if max_length is not None else "minLength"
