@@ -1,0 +1,535 @@
+"""The Lark frontend: Lark grammar text to the IR (see docs/grammars/lark.md).
+
+The grammar text is parsed by the ``lark`` package's own grammar loader
+(:class:`lark.load_grammar.GrammarBuilder`: ``%import``, ``%override``, ``%extend``,
+``%ignore``, terminal inlining and its checks), and the loader's definitions are lowered here:
+
+- every rule becomes an IR rule of the same name; ``?rule``, ``!rule``, ``_rule``, aliases
+  (``-> name``) and priorities (``rule.2``, ``TERM.2``) shape Lark's parse trees or steer its
+  lexer and parser, so they do not change the language and are ignored;
+- every terminal used becomes an IR rule of the same name holding the strings it matches as a
+  whole (see :mod:`gramc.compiler.frontends.lark_terminals`); gramc has no lexer, so there is
+  no maximal munch, no terminal priority and no collision between terminals;
+- templates (``_sep{x, sep}: ...``) are expanded, one rule per distinct argument list;
+- ``%ignore`` inserts ``__ignore ::= (T1 | T2 ...)*`` after every terminal occurrence and at
+  the start (rule ``__start``), so ignored text may appear before, between and after tokens;
+- llguidance's special tokens ``<|name|>`` and ``<[id]>`` / ``<[lo-hi,...]>`` are accepted in
+  rules (pre-processed before lark sees the text);
+- ``%declare`` is refused: declared terminals come from lexer callbacks or a postlexer.
+
+Malformed text raises :class:`~gramc.errors.GrammarSyntaxError` with the position lark
+reports; features gramc cannot honour (``%declare``, llguidance/xgrammar extensions such as
+``%json``, some lookarounds) raise :class:`~gramc.errors.UnsupportedFeatureError`.
+
+>>> print(parse_lark('start: "a" NUM+\\nNUM: /[0-9]/'))
+start ::= "a" NUM+
+NUM ::= [0-9]
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from lark import Token as LarkToken
+from lark import Tree
+from lark.exceptions import GrammarError, UnexpectedInput
+from lark.grammar import NonTerminal, Terminal
+from lark.load_grammar import GrammarBuilder
+
+from gramc.compiler.frontends.lark_terminals import (
+    TerminalLowerer,
+    char_range,
+    repeat_bounds,
+)
+from gramc.compiler.ir import (
+    EMPTY,
+    Expr,
+    Grammar,
+    Ref,
+    Token,
+    TokenName,
+    alt,
+    optional,
+    repeat,
+    seq,
+)
+from gramc.errors import (
+    GramcError,
+    GrammarSyntaxError,
+    LimitExceededError,
+    Span,
+    UnsupportedFeatureError,
+)
+
+DEFAULT_MAX_REPEAT = 100_000  # largest x~n..m bound (gramc.limits.Limits.max_repeat)
+MAX_TEMPLATE_INSTANCES = 10_000
+MAX_TOKEN_RANGE = 1 << 20  # ids in one <[lo-hi]> range
+IGNORE_RULE = "__ignore"
+START_RULE = "__start"
+
+
+def parse_lark(
+    text: str,
+    source_name: str = "<lark>",
+    start: str = "start",
+    *,
+    import_paths: Sequence[str] = (),
+    max_repeat: int = DEFAULT_MAX_REPEAT,
+) -> Grammar:
+    """Lower a Lark grammar to an IR :class:`~gramc.compiler.ir.Grammar`.
+
+    Args:
+        text: the grammar text (Lark syntax, plus llguidance's special tokens).
+        source_name: the name error spans carry; relative ``%import`` resolves against it.
+        start: the start rule. With ``%ignore`` the grammar's start is ``__start``, which
+            allows ignored text before it.
+        import_paths: extra directories for ``%import`` (lark's standard library, e.g.
+            ``common``, is always available).
+        max_repeat: the largest bound allowed in ``x~n..m`` and regex ``{m,n}``.
+
+    Raises:
+        GrammarSyntaxError: the text is not a valid Lark grammar.
+        UnsupportedFeatureError: ``%declare``, a dialect extension, or a regex feature gramc
+            cannot honour.
+        LimitExceededError: a repetition bound, template expansion or nesting limit.
+    """
+    prepared = _prepare_special_tokens(text, source_name)
+    src = _SourceMap(text, source_name, prepared.names)
+    src.prepared = prepared.text
+    loaded = _load(prepared.text, src, list(import_paths))
+    _check_declare(loaded, prepared, src)
+    try:
+        return _Lowerer(loaded, src, prepared.tokens, max_repeat).run(start)
+    except RecursionError:
+        depth = sys.getrecursionlimit()
+        hint = "the grammar nests deeper than Python's recursion limit"
+        raise LimitExceededError("max_nesting", depth + 1, depth, hint) from None
+
+
+# ---------------------------------------------------------------- positions
+
+
+class _SourceMap:
+    """Spans in the user's text for lark tokens, definitions and error messages."""
+
+    def __init__(self, text: str, source_name: str, renames: dict[str, str]):
+        self.text = text
+        self.source_name = source_name
+        self.renames = renames  # special-token placeholder -> original text
+        self.prepared = text  # the text lark parses (placeholders at the same offsets)
+
+    def at(self, offset: int) -> Span:
+        return Span.at(self.text, offset, self.source_name)
+
+    def token(self, tok: Any) -> Span | None:
+        """The span of a lark token when it comes from this text (not from an import)."""
+        pos = getattr(tok, "start_pos", None)
+        known = isinstance(tok, LarkToken) and pos is not None and pos >= 0
+        if known and self.text[pos : pos + len(tok)] == str(tok):
+            return self.at(pos)
+        return None
+
+    def definition(self, name: str) -> Span:
+        """Where ``name`` is defined (or imported, or first mentioned)."""
+        for pattern in (
+            rf"^[ \t]*(?:%override[ \t]+)?[!?]*{re.escape(name)}\b",
+            rf"%import[^\n]*\b{re.escape(name)}\b",
+        ):
+            m = re.search(pattern, self.text, re.MULTILINE)
+            if m:
+                return self.at(m.end() - len(name) if m.group().endswith(name) else m.start())
+        return self.mention(name)
+
+    def mention(self, name: str, nth: int = 0) -> Span:
+        hits = [m.start() for m in re.finditer(rf"(?<![\w]){re.escape(name)}(?!\w)", self.prepared)]
+        return self.at(hits[min(nth, len(hits) - 1)] if hits else 0)
+
+    def clean(self, message: str) -> str:
+        """A lark message's first line, without its position and with original names."""
+        line = message.strip().splitlines()[0] if message.strip() else "invalid grammar"
+        line = re.sub(r",? at line \d+,? column \d+.*$", "", line)
+        line = re.sub(r"(?:Non)?Terminal\('([^']*)'\)", r"\1", line)
+        for placeholder, original in self.renames.items():
+            line = line.replace(placeholder, original)
+        return line
+
+
+# ---------------------------------------------------------------- llguidance special tokens
+
+
+@dataclass
+class _Prepared:
+    text: str
+    tokens: dict[str, Expr] = field(default_factory=dict)  # placeholder rule -> IR
+    names: dict[str, str] = field(default_factory=dict)  # placeholder rule -> original text
+
+
+_SPECIAL = re.compile(r"<\|[^\n]*?\|>|<\[[^\]\n]*\]>")
+_TOKEN_ITEM = re.compile(r"([0-9]+)(?:-([0-9]+))?")
+
+
+def _prepare_special_tokens(text: str, source_name: str) -> _Prepared:
+    """Replace ``<|name|>`` and ``<[ids]>`` in rules by declared placeholder rules."""
+    spans = list(_special_spans(text))
+    if not spans:
+        return _Prepared(text)
+    words = set(re.findall(r"\w+", text))
+    stem = "zt"  # short, so that the placeholder fits and positions do not move
+    while any(w.startswith(stem) for w in words):
+        stem += "x"
+    out, tokens, names, last = [], {}, {}, 0
+    for k, (a, b) in enumerate(spans):
+        name = f"{stem}{k}".ljust(b - a, "_")
+        tokens[name] = _special_token(text[a:b], Span.at(text, a, source_name))
+        names[name] = text[a:b]
+        out.append(text[last:a] + name)
+        last = b
+    body = "".join(out) + text[last:] + "\n%declare " + " ".join(tokens) + "\n"
+    return _Prepared(body, tokens, names)
+
+
+def _special_spans(text: str):
+    i, n = 0, len(text)
+    while i < n:
+        c = text[i]
+        if c == '"' or (c == "/" and not text.startswith("//", i)):
+            i = _skip_quoted(text, i, c)
+        elif c == "#" or c == "/":
+            end = text.find("\n", i)
+            i = n if end < 0 else end
+        elif c == "<" and (m := _SPECIAL.match(text, i)):
+            yield m.span()
+            i = m.end()
+        else:
+            i += 1
+
+
+def _skip_quoted(text: str, i: int, quote: str) -> int:
+    j = i + 1
+    while j < len(text) and text[j] != quote and not (quote == '"' and text[j] == "\n"):
+        j += 2 if text[j] == "\\" else 1
+    return j + 1
+
+
+def _special_token(raw: str, span: Span) -> Expr:
+    if raw.startswith("<|"):
+        return TokenName(raw)  # the token's full text, brackets included
+    body = raw[2:-2]
+    if body == "*" or body.startswith("^"):
+        feature = "wildcard token <[*]>" if body == "*" else f"negated token set {raw}"
+        raise UnsupportedFeatureError(feature, span)
+    ids: list[int] = []
+    for item in body.split(","):
+        m = _TOKEN_ITEM.fullmatch(item)
+        if not m or (m.group(2) and int(m.group(2)) < int(m.group(1))):
+            raise GrammarSyntaxError(f"invalid token range {raw}", span)
+        lo, hi = int(m.group(1)), int(m.group(2) or m.group(1))
+        if hi - lo >= MAX_TOKEN_RANGE:
+            raise LimitExceededError("max_token_range", hi - lo + 1, MAX_TOKEN_RANGE, str(span))
+        ids.extend(range(lo, hi + 1))
+    return alt(*(Token(i) for i in ids))
+
+
+# ---------------------------------------------------------------- loading and lark's errors
+
+
+def _load(text: str, src: _SourceMap, import_paths: list[str]) -> Any:
+    """lark's loader on ``text``: a ``lark.load_grammar.Grammar`` (rule_defs, term_defs,
+    ignore); its exceptions become gramc's."""
+    builder = GrammarBuilder(False, import_paths)
+    try:
+        builder.load_grammar(text, src.source_name)
+        return builder.build()
+    except GramcError:
+        raise
+    except UnexpectedInput as e:
+        raise _from_unexpected(e, None, src) from None
+    except GrammarError as e:
+        raise _from_grammar_error(e, src) from None
+    except OSError as e:
+        name = getattr(e, "filename", None) or str(e)
+        stem = str(name).removesuffix(".lark").replace("/", ".")
+        where = re.search(rf"%import\s+\.?{re.escape(stem)}", src.text)
+        reason = f"cannot import {name}: no such grammar"
+        raise GrammarSyntaxError(reason, src.at(where.start() if where else 0)) from None
+    except Exception as e:  # noqa: BLE001  lark's assertions or internal errors: no traceback
+        raise GrammarSyntaxError(f"lark could not load the grammar: {e}", src.at(0)) from None
+
+
+def _from_unexpected(e: UnexpectedInput, message: str | None, src: _SourceMap) -> GramcError:
+    offset = getattr(e, "pos_in_stream", None)
+    if offset is None or offset < 0:
+        offset = _offset_of_line_col(src.text, e.line, e.column)
+    offset = min(offset, len(src.text))
+    extension = _extension_at(src.text, offset)
+    if extension:
+        return UnsupportedFeatureError(extension, src.at(offset))
+    return GrammarSyntaxError(message or _unexpected_reason(e, src.text, offset), src.at(offset))
+
+
+def _unexpected_reason(e: UnexpectedInput, text: str, offset: int) -> str:
+    token = getattr(e, "token", None)
+    if token is not None:
+        shown = "end of line" if str(token).strip() == "" else repr(str(token))
+        return f"unexpected {shown}"
+    if offset >= len(text):
+        return "unexpected end of input"
+    c = text[offset]
+    unterminated = {'"': "unterminated string", "/": "unterminated regex"}
+    return unterminated.get(c) or f"unexpected character {c!r}"
+
+
+def _offset_of_line_col(text: str, line: int, col: int) -> int:
+    starts = [0] + [m.end() for m in re.finditer("\n", text)]
+    return starts[min(max(line, 1), len(starts)) - 1] + max(col, 1) - 1
+
+
+def _from_grammar_error(e: GrammarError, src: _SourceMap) -> GramcError:
+    context = e.__context__
+    message = src.clean(str(e))
+    if isinstance(context, UnexpectedInput):
+        if message.startswith("Unexpected input"):
+            message = None
+        return _from_unexpected(context, message and message[0].lower() + message[1:], src)
+    raw = re.sub(r"(?:Non)?Terminal\('([^']*)'\)", r"\1", str(e))
+    return GrammarSyntaxError(message, _guess_span(raw, src))
+
+
+def _guess_span(message: str, src: _SourceMap) -> Span:
+    names = re.findall(r"'([^'\s]+)'", message)
+    names += re.findall(r"(?:[Rr]ule|[Tt]erminal|[Tt]emplate|for|[(:])\s*([A-Za-z_]\w*)", message)
+    for name in names:
+        if "more than once" in message:
+            return (
+                src.mention(name, nth=1)
+                if _count_defs(src.text, name) < 2
+                else _nth_def(src, name, 1)
+            )
+        if message.startswith("Recursion in"):
+            return src.definition(name)
+        if re.search(rf"(?<!\w){re.escape(name)}(?!\w)", src.prepared):
+            return src.mention(name)
+    return src.at(0)
+
+
+def _count_defs(text: str, name: str) -> int:
+    return len(re.findall(rf"^[ \t]*[!?]*{re.escape(name)}\b", text, re.MULTILINE))
+
+
+def _nth_def(src: _SourceMap, name: str, nth: int) -> Span:
+    hits = list(re.finditer(rf"^[ \t]*[!?]*({re.escape(name)})\b", src.text, re.MULTILINE))
+    return src.at(hits[nth].start(1))
+
+
+# Text at a lark syntax error that is a known extension of another engine's Lark dialect.
+_EXTENSIONS = (
+    (re.compile(r"%(json|lark|regex|llguidance)\b"), "%{0} (an llguidance/xgrammar extension)"),
+    (re.compile(r"%if\b"), "%if conditions (llguidance parametric rules)"),
+    (re.compile(r"::"), "parametric rules name::param (llguidance)"),
+    (
+        re.compile(r"\[\s*(lazy|stop|suffix|capture|max_tokens|temperature)\b"),
+        "rule attribute [{0}] (llguidance/xgrammar)",
+    ),
+    (re.compile(r"\{\s*-?[0-9]*\s*(?:,\s*-?[0-9]*\s*)?\}"), "{{m,n}} repetition (write x~m..n)"),
+    (re.compile(r"&"), "terminal intersection & (llguidance)"),
+    (re.compile(r"~\s*[/(\"A-Z]"), "terminal negation ~ (llguidance)"),
+)
+
+
+def _extension_at(text: str, offset: int) -> str | None:
+    for at in (offset, offset - 1):
+        for pattern, feature in _EXTENSIONS:
+            m = pattern.match(text, max(at, 0))
+            if m:
+                return feature.format(*m.groups())
+    return None
+
+
+def _check_declare(loaded: Any, prepared: _Prepared, src: _SourceMap) -> None:
+    declared = [n for n, (tree, _p) in loaded.term_defs if tree is None]
+    declared += [
+        n for n, _p, tree, _o in loaded.rule_defs if tree is None and n not in prepared.tokens
+    ]
+    if not declared:
+        return
+    where = re.search(r"%declare\b", src.text)
+    span = src.at(where.start()) if where else src.definition(declared[0])
+    raise UnsupportedFeatureError(
+        "%declare",
+        span,
+        f"%declare {' '.join(declared)}: declared terminals are produced by a lexer callback or "
+        "a postlexer (such as lark's Indenter), which gramc cannot run",
+    )
+
+
+# ---------------------------------------------------------------- lowering
+
+
+class _Lowerer:
+    """Lower lark's loaded definitions, reachable from the start rule, to IR rules."""
+
+    def __init__(self, loaded: Any, src: _SourceMap, tokens: dict[str, Expr], max_repeat: int):
+        self.src = src
+        self.rule_defs = {n: (tuple(p), t) for n, p, t, _o in loaded.rule_defs}
+        self.term_defs = {n: t for n, (t, _p) in loaded.term_defs}
+        self.ignore = list(dict.fromkeys(loaded.ignore))
+        self.tokens = tokens
+        self.max_repeat = max_repeat
+        self.terms = TerminalLowerer(self._span_of, max_repeat)
+        self.rules: dict[str, Expr | None] = {}
+        self.queue: deque[tuple] = deque()
+        self.instances: dict[tuple, str] = {}
+        self.gap: Expr = Ref(IGNORE_RULE) if self.ignore else EMPTY
+        self.current = ""
+
+    def run(self, start: str) -> Grammar:
+        self._check_start(start)
+        if self.ignore:
+            self.rules[START_RULE] = seq(self.gap, Ref(start))
+        self._rule_ref(start)
+        if self.ignore:
+            self.rules[IGNORE_RULE] = None
+            self.rules[IGNORE_RULE] = repeat(
+                alt(*(self._term_ref(t) for t in self.ignore)), 0, None
+            )
+        while self.queue:
+            self._lower_next(*self.queue.popleft())
+        return Grammar(self.rules, START_RULE if self.ignore else start)
+
+    def _span_of(self, tok: Any) -> Span:
+        return self.src.token(tok) or self.src.definition(self.current)
+
+    def _check_start(self, start: str) -> None:
+        if start in self.term_defs:
+            raise GrammarSyntaxError(
+                f"the start symbol must be a rule, not the terminal {start}",
+                self.src.definition(start),
+            )
+        if start not in self.rule_defs:
+            raise GrammarSyntaxError(f"the start rule {start!r} is not defined", self.src.at(0))
+        if self.rule_defs[start][0]:
+            raise GrammarSyntaxError(
+                f"the start rule {start!r} is a template", self.src.definition(start)
+            )
+
+    def _lower_next(self, kind: str, name: str, *rest: Any) -> None:
+        self.current = name
+        if kind == "term":
+            self.rules[name] = self._terminal(name)
+        elif kind == "rule":
+            self.rules[name] = self._expr(self.rule_defs[name][1], {})
+        else:
+            tree, env, self.current = rest[0], rest[1], rest[2]
+            self.rules[name] = self._expr(tree, env)
+
+    def _terminal(self, name: str) -> Expr:
+        tree = self.term_defs[name]
+        if len(tree.children) == 1 and not tree.children[0].children:
+            raise GrammarSyntaxError(f"terminal {name} is empty", self.src.definition(name))
+        return self.terms.lower(name, tree)
+
+    def _rule_ref(self, name: str) -> Expr:
+        if name not in self.rules:
+            self.rules[name] = None
+            self.queue.append(("rule", name))
+        return Ref(name)
+
+    def _term_ref(self, name: str) -> Expr:
+        if name not in self.rules:
+            self.rules[name] = None
+            self.queue.append(("term", name))
+        return Ref(name)
+
+    # ------------------------------------------------------------ rule bodies
+
+    def _expr(self, node: Any, env: dict) -> Expr:
+        if not isinstance(node, Tree):
+            return self._symbol(node, env)
+        return getattr(self, f"_r_{node.data}")(node, env)
+
+    def _r_expansions(self, node: Tree, env: dict) -> Expr:
+        return alt(*(self._expr(c, env) for c in node.children))
+
+    def _r_expansion(self, node: Tree, env: dict) -> Expr:
+        return seq(*(self._expr(c, env) for c in node.children))
+
+    def _r_alias(self, node: Tree, env: dict) -> Expr:
+        return self._expr(node.children[0], env)
+
+    def _r_expr(self, node: Tree, env: dict) -> Expr:
+        lo, hi = repeat_bounds(node.children[1:], self._span_of, self.max_repeat)
+        return repeat(self._expr(node.children[0], env), lo, hi)
+
+    def _r_maybe(self, node: Tree, env: dict) -> Expr:
+        return optional(self._expr(node.children[0], env))
+
+    def _r_value(self, node: Tree, env: dict) -> Expr:
+        return self._expr(node.children[0], env)
+
+    def _r_literal(self, node: Tree, env: dict) -> Expr:
+        return seq(self.terms.lower_literal(node.children[0]), self.gap)
+
+    def _r_range(self, node: Tree, env: dict) -> Expr:
+        try:
+            expr = char_range(*node.children)
+        except GramcError as e:
+            raise GrammarSyntaxError(e.reason, self._span_of(node.children[0])) from None
+        except GrammarError as e:
+            raise GrammarSyntaxError(
+                self.src.clean(str(e)), self._span_of(node.children[0])
+            ) from None
+        return seq(expr, self.gap)
+
+    def _symbol(self, sym: Any, env: dict) -> Expr:
+        if isinstance(sym, Terminal):
+            return seq(self._term_ref(sym.name), self.gap)
+        name = sym.name
+        if name in env:
+            return env[name][0]
+        if name in self.tokens:
+            return seq(self.tokens[name], self.gap)
+        if name not in self.rule_defs:
+            raise GrammarSyntaxError(f"rule {name!r} is not defined", self.src.mention(name))
+        if self.rule_defs[name][0]:
+            raise GrammarSyntaxError(
+                f"template {name} used without arguments", self.src.mention(name)
+            )
+        return self._rule_ref(name)
+
+    # ------------------------------------------------------------ templates
+
+    def _r_template_usage(self, node: Tree, env: dict) -> Expr:
+        name = node.children[0].name
+        params, tree = self.rule_defs[name]
+        args = [(self._expr(a, env), self._display(a, env)) for a in node.children[1:]]
+        key = (name, tuple(a[0] for a in args))
+        if key not in self.instances:
+            if len(self.instances) >= MAX_TEMPLATE_INSTANCES:
+                hint = f"template {name} at {self.src.mention(name)}"
+                raise LimitExceededError(
+                    "max_template_instances", len(self.instances) + 1, MAX_TEMPLATE_INSTANCES, hint
+                )
+            inst = f"{name}{{{','.join(d for _e, d in args)}}}"
+            if inst in self.rules:
+                inst = f"{inst}#{len(self.instances)}"
+            self.instances[key] = inst
+            self.rules[inst] = None
+            self.queue.append(("inst", inst, tree, dict(zip(params, args)), name))
+        return Ref(self.instances[key])
+
+    def _display(self, node: Any, env: dict) -> str:
+        if isinstance(node, Tree) and node.data == "value":
+            return self._display(node.children[0], env)
+        if isinstance(node, Tree) and node.data == "template_usage":
+            inner = ",".join(self._display(a, env) for a in node.children[1:])
+            return f"{node.children[0].name}{{{inner}}}"
+        if isinstance(node, Tree):
+            return "..".join(str(c) for c in node.children)
+        if isinstance(node, NonTerminal) and node.name in env:
+            return env[node.name][1]
+        return self.src.renames.get(node.name, node.name)
