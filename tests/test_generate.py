@@ -494,3 +494,27 @@ def test_generation_counts_add_up(gpt2, artifacts):
         assert r.forced_tokens + r.sampled_tokens >= len(r.tokens)
         assert r.model_calls == r.sampled_tokens
         assert r.logprob <= 0 and r.score == r.logprob
+
+
+def test_demo_without_torch_says_what_to_install(monkeypatch):
+    import sys
+
+    from click.testing import CliRunner
+
+    from gramc.cli.main import main
+
+    monkeypatch.setitem(sys.modules, "torch", None)
+    result = CliRunner().invoke(main, ["demo"])
+    assert result.exit_code == 7  # BackendUnavailableError
+    assert "pip install 'gramc[transformers]' torch" in result.output
+
+
+def test_import_gramc_loads_no_model_library():
+    import subprocess
+    import sys
+
+    code = ("import sys, gramc, gramc.generation, gramc.integrations, gramc.cli.main; "
+            "import gramc.integrations.llama_cpp, gramc.integrations.vllm; "
+            "print([m for m in ('torch', 'transformers', 'llama_cpp', 'vllm') if m in sys.modules])")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

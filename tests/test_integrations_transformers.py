@@ -234,3 +234,21 @@ def test_logits_fn_with_the_reference_loop(gpt2_model, gpt2, compiled):
         assert r.forced_tokens > 0 and r.model_calls < len(r.tokens) + 1 + 2 * kw.get("beam_size", 0) * 30
     with pytest.raises(ValueError):
         f([])
+
+
+def test_gramc_demo_command(tmp_path):
+    from click.testing import CliRunner
+
+    from gramc.cli.main import main
+
+    grammar = tmp_path / "yn.gbnf"
+    grammar.write_text('root ::= ("yes" | "no") ("," ("yes" | "no"))*\n')
+    for args in (["-n", "1", "--max-tokens", "20"],
+                 ["--regex", "(yes|no)", "--gbnf", str(grammar), "--sampler", "beam", "-n", "1",
+                  "--max-tokens", "12", "--show-allowed"]):
+        result = CliRunner().invoke(main, ["demo", *args])
+        assert result.exit_code == 0, result.output
+        lines = [line for line in result.output.splitlines() if "constrained:   " in line]
+        assert lines and all("[matches;" in line or "cut at" in line for line in lines), result.output
+        assert "unconstrained:" in result.output
+    assert "allowed" in result.output and "model calls" in result.output

@@ -193,5 +193,10 @@ def golden_update(root: str) -> None:
         click.echo(line)
 
 
+from gramc.cli.demo import demo as _demo  # noqa: E402  (torch is imported only when it runs)
+
+main.add_command(_demo)
+
+
 if __name__ == "__main__":  # pragma: no cover
     main()
