@@ -133,8 +133,7 @@ class ObjectMixin:
             any_additional |= additional is not None
             view.parts.append(ObjPart(part, props, patterns, additional, annotates))
             seen_names.update(dict.fromkeys(props))
-            names = kw.names("required") if isinstance(kw.get("required", []), (list, tuple)) else \
-                self._draft3_required(kw)
+            names = self._draft3_required(kw) if isinstance(kw.get("required"), bool) else kw.names("required")
             required.update(dict.fromkeys(names))
             n = kw.count("minProperties")
             view.lo = max(view.lo, n or 0)
@@ -148,7 +147,8 @@ class ObjectMixin:
                 any_additional = True
         view.names = list({**seen_names, **required})
         view.required = set(required)
-        view.default_false = not any_additional and not self.options.additional_properties_default
+        declares = any(p.props or p.patterns for p in view.parts)
+        view.default_false = declares and not any_additional and not self.options.additional_properties_default
         return view
 
     def _evaluated_part(self, marker, atoms) -> ObjPart:

@@ -25,9 +25,11 @@ class SchemaOptions:
         max_whitespace: in flexible mode, the longest run of whitespace between two tokens
             (None: unbounded). Bounding it stops a model from padding forever.
         additional_properties_default: what an absent ``additionalProperties`` means. True is
-            the JSON Schema default (extra properties allowed); False treats every object whose
-            schema (all of its ``allOf`` parts together) says nothing about additional or
-            unevaluated properties as if it said ``"additionalProperties": false``.
+            the JSON Schema default (extra properties allowed); False treats every object schema
+            that declares ``properties`` or ``patternProperties`` but (all of its ``allOf``
+            parts together) says nothing about additional or unevaluated properties as if it
+            said ``"additionalProperties": false``. Schemas that declare no properties (``{}``,
+            ``{"type": "object"}``) still allow any object.
         strict: refuse (:class:`~gramc.errors.SchemaError`) every keyword that cannot be
             enforced exactly, instead of over-approximating it with a warning.
         max_depth: the deepest nesting of arrays and objects the output may have (None:
