@@ -170,15 +170,13 @@ PATTERNS = [
     "a", "^a", "a$", "^a$", "^$", "", "ab|^1", "^(a|b)+$", "[a-c]{2}", "^[^a]*$", "\\d", "^\\w+$",
     "é", "😀", "^.$", "^.*$", ".", "a.?b", "[\\u00e9-\\u20ac]", "\\u2028", "^[\"\\\\/]+", "\\n",
     "^(?:ab)*$", "b{2,}", "(?i)A", "^[0-9]{1,3}$", "[^\\w]", "\\/", "^a|b$",
+    "(^a$)|b", "^$|(^b+$)", "(^$)|(^[ab]{2}$)", "((a$)|^b)",
 ]
 
 
 def python_regex(pattern: str) -> re.Pattern:
     """The Python re equivalent of an ECMA-262 pattern from PATTERNS."""
-    out = pattern.replace(".", "[^\\n\\r\\u2028\\u2029]")
-    if out.endswith("$"):
-        out = out[:-1] + "\\Z"
-    out = out.replace("$|", "\\Z|")
+    out = pattern.replace(".", "[^\\n\\r\\u2028\\u2029]").replace("$", "\\Z")
     return re.compile(out, re.ASCII if "\\w" in out or "\\d" in out else 0)
 
 

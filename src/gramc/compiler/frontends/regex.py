@@ -30,7 +30,20 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from gramc.compiler.ir import ALL_BYTES, EMPTY, NOTHING, Bytes, Expr, alt, repeat, seq
+from gramc.compiler.ir import (
+    ALL_BYTES,
+    EMPTY,
+    NOTHING,
+    Alt,
+    Bytes,
+    Expr,
+    Repeat,
+    Seq,
+    Token,
+    alt,
+    repeat,
+    seq,
+)
 from gramc.compiler.unicode import (
     ALL_CODEPOINTS,
     ECMA_DIGIT,
@@ -107,11 +120,60 @@ def parse_regex_search(
     "ab" "?"* | "?"* "c"
     """
     parser = _parser(pattern, "unicode", source_name, max_nesting, max_repeat, charset_to_ir)
+    parser.search = True
+    expr = parser.parse()
     anything = repeat(parser.dialect.lower(_Set(ALL_CODEPOINTS)), 0, None)
     out = []
-    for expr, at_start, at_end in parser.parse_alternatives():
-        out.append(seq(EMPTY if at_start else anything, expr, EMPTY if at_end else anything))
+    for start_part, at_start in zip(_split_anchor(expr, _START, True), (True, False)):
+        for part, at_end in zip(_split_anchor(start_part, _END, False), (True, False)):
+            out.append(seq(EMPTY if at_start else anything, part, EMPTY if at_end else anything))
     return alt(*out)
+
+
+# Anchor markers of the search mode: ^ and $ inside groups become these leaves, which
+# _split_anchor then lifts out (the parser only lets ^ stand where nothing can precede it
+# and $ where nothing can follow it).
+_START = Token(-(2**62))
+_END = Token(-(2**62) - 1)
+
+
+def _split_anchor(expr: Expr, marker: Token, leading: bool) -> tuple[Expr, Expr]:
+    """(the strings of paths through ``marker``, the strings of the other paths), the marker
+    removed; the marker can only be the first (``leading``) or last leaf of a path."""
+    memo: dict[Expr, tuple[Expr, Expr]] = {}
+    for node in _postorder(expr):
+        if node is marker:
+            memo[node] = (EMPTY, NOTHING)
+        elif isinstance(node, Seq):
+            items = node.items
+            end = items[0] if leading else items[-1]
+            rest = seq(*items[1:]) if leading else seq(*items[:-1])
+            a, f = memo[end]
+            memo[node] = (seq(a, rest), seq(f, rest)) if leading else (seq(rest, a), seq(rest, f))
+        elif isinstance(node, Alt):
+            memo[node] = (alt(*(memo[i][0] for i in node.items)), alt(*(memo[i][1] for i in node.items)))
+        elif isinstance(node, Repeat):
+            if memo[node.item][0] is not NOTHING:
+                raise UnsupportedFeatureError(f"anchor {'^' if leading else '$'} inside a repetition")
+            memo[node] = (NOTHING, node)
+        else:
+            memo[node] = (NOTHING, node)
+    return memo[expr]
+
+
+def _postorder(expr: Expr) -> list[Expr]:
+    out: list[Expr] = []
+    seen: set[Expr] = set()
+    stack: list[tuple[Expr, bool]] = [(expr, False)]
+    while stack:
+        node, done = stack.pop()
+        if done:
+            out.append(node)
+        elif node not in seen:
+            seen.add(node)
+            stack.append((node, True))
+            stack.extend((c, False) for c in reversed(node.children()))
+    return out
 
 
 def _parser(pattern, dialect, source_name, max_nesting, max_repeat, charset_to_ir) -> _Parser:
@@ -303,9 +365,7 @@ class _Parser:
         self.icase = False
         self.names: set[str] = set()
         self.stack: list[_Frame] = [_Frame(0)]
-        # (starts with ^, ends with $) for each finished top-level alternative, and the current
-        self.anchors: list[tuple[bool, bool]] = []
-        self.at_start = self.at_end = False
+        self.search = False  # search mode: ^ and $ become _START / _END markers
 
     # ------------------------------------------------------------ helpers
 
@@ -339,14 +399,6 @@ class _Parser:
             raise self._syntax("missing ), unterminated group", self.stack[-1].start)
         return self.stack[0].finish()
 
-    def parse_alternatives(self) -> list[tuple[Expr, bool, bool]]:
-        """Parse; the top-level alternatives as (expr, starts with ^, ends with $)."""
-        self.parse()
-        top = self.stack[0]
-        top.next_alternative()
-        self.anchors.append((self.at_start, self.at_end))
-        return [(e, a, b) for e, (a, b) in zip(top.alts, self.anchors)]
-
     def _step(self) -> None:
         c = self.src[self.pos]
         handler = _HANDLERS.get(c)
@@ -378,26 +430,71 @@ class _Parser:
     def _bar(self) -> None:
         self.pos += 1
         self.stack[-1].next_alternative()
-        if len(self.stack) == 1:
-            self.anchors.append((self.at_start, self.at_end))
-            self.at_start = self.at_end = False
 
     def _anchor_start(self, width: int, name: str) -> None:
+        if self.search and not any(f.items for f in self.stack):
+            self.pos += width
+            self.stack[-1].items.append(_START)
+            return
         if len(self.stack) > 1 or self.stack[-1].items:
             raise self._unsupported(
                 f"anchor {name} that is not at the start of the pattern", self.pos
             )
         self.pos += width
-        self.at_start = True
 
     def _anchor_end(self, width: int, name: str) -> None:
         after = self.pos + width
+        if self.search and self._nothing_follows(after):
+            self.pos = after
+            self.stack[-1].items.append(_END)
+            return
         if len(self.stack) > 1 or self.src[after : after + 1] not in ("", "|"):
             raise self._unsupported(
                 f"anchor {name} that is not at the end of the pattern", self.pos
             )
         self.pos = after
-        self.at_end = True
+
+    def _nothing_follows(self, i: int) -> bool:
+        """Can no character follow position ``i`` on any path (only group ends, and
+        alternatives of enclosing groups, up to the end of the pattern)?"""
+        depth = len(self.stack)
+        while i < len(self.src):
+            c = self.src[i]
+            if c == ")" and depth > 1:
+                depth -= 1
+                i += 1
+                if self._quantifier_at(i):
+                    return False
+            elif c == "|" and depth == 1:
+                return True
+            elif c == "|":
+                i = self._group_end(i)
+                if i < 0:
+                    return False
+            else:
+                return False
+        return True
+
+    def _group_end(self, i: int) -> int:
+        """The position of the ')' closing the group that is open at ``i``, or -1."""
+        depth, in_class = 0, False
+        while i < len(self.src):
+            c = self.src[i]
+            if c == "\\":
+                i += 2
+                continue
+            if in_class:
+                in_class = c != "]"
+            elif c == "[":
+                in_class = True
+            elif c == "(":
+                depth += 1
+            elif c == ")":
+                if depth == 0:
+                    return i
+                depth -= 1
+            i += 1
+        return -1
 
     # ------------------------------------------------------------ group extensions
 
