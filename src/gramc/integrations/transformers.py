@@ -89,51 +89,84 @@ class GramcLogitsProcessor(LogitsProcessor):
 
     def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
         t0 = time.perf_counter()
-        masks = self.masks(input_ids, scores.shape[-1])
-        np.logical_not(masks, out=masks)
-        refused = torch.from_numpy(masks).to(scores.device, non_blocking=True)
-        out = scores.masked_fill(refused, float("-inf"))
+        rows, width = self._rows(input_ids), scores.shape[-1]
+        allowed = [self._allowed(item, m, width) for item, m in rows]
+        n_allowed = sum(np.count_nonzero(a) if a.dtype == bool else len(a) for a in allowed)
+        if n_allowed * 8 < scores.numel():
+            # Few allowed tokens (the usual case): start from -inf and copy the allowed scores.
+            flat = np.concatenate([r * width + (np.flatnonzero(a) if a.dtype == bool else a)
+                                   for r, a in enumerate(allowed)])
+            index = torch.from_numpy(flat).to(scores.device, non_blocking=True)
+            out = torch.full_like(scores, float("-inf"))
+            out.view(-1)[index] = scores.reshape(-1)[index]
+        else:
+            refused = np.ones(scores.shape, dtype=bool)
+            for r, a in enumerate(allowed):
+                if a.dtype == bool:
+                    np.logical_not(a, out=refused[r])
+                else:
+                    refused[r, a] = False
+            out = scores.masked_fill(torch.from_numpy(refused).to(scores.device, non_blocking=True),
+                                     float("-inf"))
         self.calls += 1
         self.seconds += time.perf_counter() - t0
         return out
 
     def masks(self, input_ids: Any, width: int) -> np.ndarray:
         """The bool masks ``[rows, width]`` for a batch of id rows (no torch needed)."""
+        rows = self._rows(input_ids)
+        out = np.zeros((len(rows), width), dtype=bool)
+        for r, (item, m) in enumerate(rows):
+            out[r, self._allowed(item, m, width)] = True
+        return out
+
+    def _allowed(self, item: int, m: Any, width: int) -> np.ndarray:
+        """A row's allowed ids: a bool mask of ``width``, or an id array (the EOS fallback)."""
+        if m is not _DEAD and not m.is_finished():
+            return m.mask(width)
+        if not self.eos_fallback:
+            return np.zeros(0, dtype=np.int64)
+        eos = self._eos[item]
+        return eos[eos < width] if len(eos) else np.arange(width)  # nothing to fall back to
+
+    def _rows(self, input_ids: Any) -> list[tuple[int, Any]]:
+        """Each row's (artifact index, matcher), advanced to the row's generated tokens."""
         ids = input_ids.detach().cpu() if hasattr(input_ids, "detach") else torch.as_tensor(input_ids)
-        rows, length = ids.shape
-        if (self._prompt is None or self._prompt.shape[0] != rows
+        n_rows, length = ids.shape
+        if (self._prompt is None or self._prompt.shape[0] != n_rows
                 or length <= self._prompt.shape[1]
                 or not torch.equal(ids[:, : self._prompt.shape[1]], self._prompt)):
             self.reset()
             self._prompt = ids.clone()
         generated = ids[:, self._prompt.shape[1]:].tolist()
-        per_item = max(1, rows // len(self.artifacts))
-        out = np.zeros((rows, width), dtype=bool)
+        per_item = max(1, n_rows // len(self.artifacts))
+        keys = [(min(r // per_item, len(self.artifacts) - 1), tuple(t)) for r, t in enumerate(generated)]
+        # A parent state needed by one new key only is advanced in place instead of forked.
+        children: dict[tuple, int] = {}
+        for key in set(keys):
+            if key[1]:
+                parent = (key[0], key[1][:-1])
+                children[parent] = children.get(parent, 0) + 1
         states: dict[tuple, Any] = {}
-        for r, tokens in enumerate(generated):
-            item = min(r // per_item, len(self.artifacts) - 1)
-            key = (item, tuple(tokens))
-            m = states[key] if key in states else self._state(key)
-            states[key] = m
-            if m is not _DEAD and not m.is_finished():
-                out[r] = m.mask(width)
-            elif self.eos_fallback:
-                eos = self._eos[item]
-                if len(eos):
-                    out[r, eos[eos < width]] = True
-                else:
-                    out[r] = True  # nothing to fall back to: leave the row alone
+        out = []
+        for key in keys:
+            if key not in states:
+                states[key] = self._state(key, children)
+            out.append((key[0], states[key]))
         self._states = states
         return out
 
-    def _state(self, key: tuple) -> Any:
+    def _state(self, key: tuple, children: dict[tuple, int]) -> Any:
         item, tokens = key
-        parent = self._states.get((item, tokens[:-1])) if tokens else None
+        parent_key = (item, tokens[:-1])
+        parent = self._states.get(parent_key) if tokens else None
         if parent is _DEAD:
             return _DEAD
         if parent is not None:
-            m = parent.fork()
-            return m if m.commit_token(tokens[-1]) else _DEAD
+            if children.get(parent_key, 0) > 1:
+                children[parent_key] -= 1
+                parent = parent.fork()
+            return parent if parent.commit_token(tokens[-1]) else _DEAD
         m = self.artifacts[item].matcher(max_rollback=0)
         return m if m.commit_tokens(tokens) == len(tokens) else _DEAD
 
