@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 import random
 import warnings
 from decimal import Decimal
@@ -414,6 +415,13 @@ def sample_text(grammar, rnd: random.Random, budget: int = 2000) -> bytes | None
     return bytes(out)
 
 
+def _float(text: str) -> float:
+    value = float(text)
+    if math.isinf(value) or float(Decimal(text)) != value or (value == 0 and Decimal(text) != 0):
+        raise ValueError("the float cannot hold the number exactly")  # jsonschema compares floats
+    return value
+
+
 def _no_duplicate_keys(pairs):
     keys = [k for k, _ in pairs]
     if len(keys) != len(set(keys)):
@@ -433,9 +441,9 @@ def test_everything_the_grammar_generates_validates(schema, rnd):
         if text is None:
             continue
         try:
-            instance = json.loads(text.decode("utf-8"), parse_float=Decimal, object_pairs_hook=_no_duplicate_keys)
+            instance = json.loads(text.decode("utf-8"), parse_float=_float, object_pairs_hook=_no_duplicate_keys)
         except ValueError as err:
-            assert "duplicate key" in str(err), text
+            assert "duplicate key" in str(err) or "float" in str(err), text
             continue
         if any(isinstance(s, str) and "\n" in s for s in _strings(instance)) and "pattern" in json.dumps(schema):
             continue  # Python's re "$" matches before a final newline, ECMA-262's does not

@@ -301,40 +301,39 @@ class ObjectMixin:
         """(can be empty, the non-empty bodies) for declared slots then other members, with
         between ``lo`` and ``hi`` members in all.
 
-        ``full[c]`` is the rest of the body after ``c`` members (``c`` saturates at ``cap``);
-        ``first`` is the rest while no member has been written yet (no comma before the next
-        one). A slot whose taking does not change the count is a plain optional, so the
-        expression stays linear in the slots after the first member (quadratic overall for
-        leading optional slots, the price of "no comma before the first member")."""
+        Built from the left: ``runs[c]`` holds the non-empty member sequences over the slots
+        seen so far with ``c`` members (``c`` saturates at ``cap`` when there is no upper
+        bound). Extending a run by an optional slot is ``run ("," member)?``, so without
+        counting every member occurs twice in the expression (alone as the first member,
+        and after a comma): linear size, which a right-nested form ("no comma before the
+        first member") cannot achieve."""
         sep = self.ws.comma
         cap = hi if hi is not None else max(lo, 1)
-        full = [self._tail(extra, c, lo, hi) for c in range(cap + 1)]
-        first = self._first_tail(extra, lo, hi)
-        for member, required in reversed(slots):
-            new_full = []
-            for c in range(cap + 1):
-                if c == 0:
-                    new_full.append(NOTHING)  # unused: c == 0 is ``first``
-                    continue
-                nc = min(c + 1, cap)
-                take = NOTHING if hi is not None and c + 1 > hi else seq(sep, member, full[nc])
-                if required:
-                    new_full.append(take)
-                elif take is NOTHING:
-                    new_full.append(full[c])
-                elif nc == c:
-                    new_full.append(seq(optional(seq(sep, member)), full[c]))
-                else:
-                    new_full.append(alt(take, full[c]))
-            take = NOTHING if hi is not None and hi < 1 else seq(member, full[min(1, cap)])
-            first = (False, take) if required else (first[0], alt(take, first[1]))
-            full = new_full
-        return first
+        runs = {c: NOTHING for c in range(1, cap + 1)}
+        first_ok = True  # no member yet is still possible (no required slot seen)
+        for member, required in slots:
+            new = {}
+            for c in range(1, cap + 1):
+                options = [member] if c == 1 and first_ok else []
+                saturated = hi is None and c == cap
+                if c > 1:
+                    options.append(seq(runs[c - 1], sep, member))
+                if saturated:
+                    tail = seq(sep, member) if required else optional(seq(sep, member))
+                    options.append(seq(runs[c], tail))
+                elif not required:
+                    options.append(runs[c])
+                new[c] = alt(*options)
+            runs = new
+            first_ok = first_ok and not required
+        out = [seq(runs[c], self._tail(extra, c, lo, hi)) for c in range(1, cap + 1)]
+        nullable = first_ok and lo == 0
+        if first_ok:
+            out.append(self._first_tail(extra, lo, hi)[1])
+        return nullable, alt(*out)
 
     def _tail(self, extra: Expr | None, c: int, lo: int, hi: int | None) -> Expr:
         """The other members after ``c >= 1`` members (NOTHING when the count cannot end well)."""
-        if c == 0:
-            return NOTHING
         if extra is None:
             return EMPTY if c >= lo else NOTHING
         k_lo, k_hi = max(lo - c, 0), (None if hi is None else hi - c)
