@@ -514,7 +514,7 @@ def test_import_gramc_loads_no_model_library():
     import sys
 
     code = ("import sys, gramc, gramc.generation, gramc.integrations, gramc.cli.main; "
-            "import gramc.integrations.llama_cpp, gramc.integrations.vllm; "
+            "import gramc.integrations.llama_cpp, gramc.integrations.vllm, gramc.integrations.transformers; "
             "print([m for m in ('torch', 'transformers', 'llama_cpp', 'vllm') if m in sys.modules])")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"

@@ -189,6 +189,7 @@ def test_one_artifact_per_batch_element_and_padding_after_eos(gpt2_model, gpt2, 
 def test_processor_masks_pad_and_track_beams(gpt2):
     artifact = gramc.compile("ab(c|d)", vocab=gramc.Vocab.from_list(["a", "b", "c", "d", "<e>"], [4], [4]))
     p = GramcLogitsProcessor(artifact)
+    assert isinstance(p, transformers.LogitsProcessor)
     prompt = [[7, 7], [7, 7]]
     scores = torch.zeros(2, 9)
     scores[:, 5:] = 1e4  # padding columns past the 5-token vocabulary

@@ -1,12 +1,15 @@
 """llama-cpp-python: a logits processor and the vocabulary of a loaded ``Llama``.
 
->>> from llama_cpp import Llama, LogitsProcessorList                        # doctest: +SKIP
->>> import gramc
->>> from gramc.integrations.llama_cpp import GramcLlamaLogitsProcessor, vocab_from_llama_cpp
->>> llm = Llama(model_path="model.gguf")
->>> artifact = gramc.compile(r"(yes|no)", vocab=vocab_from_llama_cpp(llm))
->>> out = llm.create_completion("Is water wet? Answer:", max_tokens=8,
-...                             logits_processor=LogitsProcessorList([GramcLlamaLogitsProcessor(artifact)]))
+Usage::
+
+    from llama_cpp import Llama, LogitsProcessorList
+    import gramc
+    from gramc.integrations.llama_cpp import GramcLlamaLogitsProcessor, vocab_from_llama_cpp
+
+    llm = Llama(model_path="model.gguf")
+    artifact = gramc.compile(r"(yes|no)", vocab=vocab_from_llama_cpp(llm))
+    out = llm.create_completion("Is water wet? Answer:", max_tokens=8,
+                                logits_processor=LogitsProcessorList([GramcLlamaLogitsProcessor(artifact)]))
 
 The vocabulary is read through llama.cpp itself (``llama_token_to_piece`` and the token
 attributes), so it spells every token exactly as llama.cpp's detokenizer does. This module

@@ -1,14 +1,17 @@
 """Hugging Face ``transformers``: a ``LogitsProcessor`` for ``model.generate``.
 
->>> from transformers import AutoModelForCausalLM, AutoTokenizer         # doctest: +SKIP
->>> import gramc
->>> from gramc.integrations.transformers import GramcLogitsProcessor
->>> tok = AutoTokenizer.from_pretrained("gpt2")
->>> model = AutoModelForCausalLM.from_pretrained("gpt2")
->>> artifact = gramc.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}", vocab=gramc.Vocab.from_hf(tok))
->>> ids = tok("Today's date:", return_tensors="pt").input_ids
->>> out = model.generate(ids, logits_processor=[GramcLogitsProcessor(artifact)],
-...                      max_new_tokens=12, num_beams=3)
+Usage::
+
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    import gramc
+    from gramc.integrations.transformers import GramcLogitsProcessor
+
+    tok = AutoTokenizer.from_pretrained("gpt2")
+    model = AutoModelForCausalLM.from_pretrained("gpt2")
+    artifact = gramc.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}", vocab=gramc.Vocab.from_hf(tok))
+    ids = tok("Today's date:", return_tensors="pt").input_ids
+    out = model.generate(ids, logits_processor=[GramcLogitsProcessor(artifact)],
+                         max_new_tokens=12, num_beams=3)
 
 Greedy search, sampling and beam search all work: each row of the batch gets the matcher of
 *its own* generated tokens, keyed by the token history since the prompt (so beams that swap
@@ -16,26 +19,30 @@ rows, or share a prefix, keep the right state). Masks are padded to the width of
 (models often have more output columns than the tokenizer has tokens); ids past the
 vocabulary are never allowed.
 
-This module imports ``torch`` and ``transformers``; ``import gramc`` does not.
+``import gramc`` imports neither torch nor transformers, and neither does importing this
+module: ``GramcLogitsProcessor`` is built (as a subclass of ``transformers.LogitsProcessor``)
+when it is first looked up, and ``logits_fn`` imports torch when called.
 """
 
 from __future__ import annotations
 
+import functools
 import time
 from typing import Any, Callable, Sequence
 
 import numpy as np
 
-try:
-    import torch
-    from transformers import LogitsProcessor
-except ImportError as err:  # pragma: no cover - exercised by the missing-extra test
-    raise ImportError(
-        "gramc.integrations.transformers needs torch and transformers: "
-        "pip install 'gramc[transformers]' torch"
-    ) from err
-
 __all__ = ["GramcLogitsProcessor", "logits_fn"]
+
+_HINT = "gramc.integrations.transformers needs torch and transformers: pip install 'gramc[transformers]' torch"
+
+
+def _torch():
+    try:
+        import torch
+    except ImportError as err:
+        raise ImportError(_HINT) from err
+    return torch
 
 class _Dead:
     """A row whose tokens the grammar refused (e.g. padding after EOS)."""
@@ -47,7 +54,7 @@ class _Dead:
 _DEAD = _Dead()
 
 
-class GramcLogitsProcessor(LogitsProcessor):
+class _GramcLogitsProcessor:
     """Mask ``model.generate``'s scores with a gramc artifact, row by row.
 
     Args:
@@ -82,12 +89,13 @@ class GramcLogitsProcessor(LogitsProcessor):
 
     def reset(self) -> None:
         """Forget the current generation (the next call starts a new one)."""
-        self._prompt: torch.Tensor | None = None
+        self._prompt: Any = None  # the prompt block of the current generation (a torch tensor)
         self._states: dict[tuple, Any] = {}
 
     # ------------------------------------------------------------ the call
 
-    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
+    def __call__(self, input_ids: Any, scores: Any) -> Any:
+        torch = _torch()
         t0 = time.perf_counter()
         rows, width = self._rows(input_ids), scores.shape[-1]
         allowed = [self._allowed(item, m, width) for item, m in rows]
@@ -131,6 +139,7 @@ class GramcLogitsProcessor(LogitsProcessor):
 
     def _rows(self, input_ids: Any) -> list[tuple[int, Any]]:
         """Each row's (artifact index, matcher), advanced to the row's generated tokens."""
+        torch = _torch()
         ids = input_ids.detach().cpu() if hasattr(input_ids, "detach") else torch.as_tensor(input_ids)
         n_rows, length = ids.shape
         if (self._prompt is None or self._prompt.shape[0] != n_rows
@@ -180,12 +189,12 @@ def logits_fn(model: Any, device: Any = None) -> Callable[[list[int]], np.ndarra
     """
     import inspect
 
+    torch = _torch()
     device = device or next(model.parameters()).device
     state: dict[str, Any] = {"ids": [], "past": None}
     # transformers 5.x renamed past_key_values to cache (the old name still works, with a warning)
     cache_arg = "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
 
-    @torch.no_grad()
     def call(ids: list[int]) -> np.ndarray:
         ids = list(ids)
         if not ids:
@@ -195,9 +204,26 @@ def logits_fn(model: Any, device: Any = None) -> Callable[[list[int]], np.ndarra
             new = ids[len(prev):]
         else:
             new, past = ids, None
-        out = model(torch.tensor([new], device=device), use_cache=True, **{cache_arg: past})
+        with torch.no_grad():
+            out = model(torch.tensor([new], device=device), use_cache=True, **{cache_arg: past})
         state["ids"] = ids
         state["past"] = out.cache if cache_arg == "cache" else out.past_key_values
         return out.logits[0, -1].float().cpu().numpy()
 
     return call
+
+
+@functools.cache
+def _processor_class() -> type:
+    _torch()
+    try:
+        from transformers import LogitsProcessor
+    except ImportError:  # torch alone: still a plain callable processor
+        return type("GramcLogitsProcessor", (_GramcLogitsProcessor,), {"__module__": __name__})
+    return type("GramcLogitsProcessor", (_GramcLogitsProcessor, LogitsProcessor), {"__module__": __name__})
+
+
+def __getattr__(name: str) -> Any:
+    if name == "GramcLogitsProcessor":
+        return _processor_class()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
