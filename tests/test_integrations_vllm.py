@@ -104,14 +104,17 @@ def _requests(n, seed):
     for i in range(n):
         spec = specs[i % len(specs)]
         prompt = rng.integers(0, 50000, size=int(rng.integers(3, 9))).tolist()
-        out.append(Request(i, SamplingParams(40, {"gramc": spec} if spec else None), prompt))
+        extra = None if spec is None else {"gramc": spec} if i % 2 else \
+            {f"gramc_{k}": v for k, v in spec.items()}  # nested (Python API) or flat (server)
+        out.append(Request(i, SamplingParams(40, extra), prompt))
     return out
 
 
 def _check(req: Request) -> None:
-    spec = (req.params.extra_args or {}).get("gramc")
-    if spec is None:
+    found = gv.grammar_spec(req.params)
+    if found is None:
         return
+    spec = {found[0]: found[1]}
     vocab = gramc.load_vocab("gpt2")
     ended = req.output[-1:] == [EOS]
     tokens = req.output[:-1] if ended else req.output
@@ -347,16 +350,18 @@ def test_v2_resumption_catches_up_from_all_token_ids():
 
 def test_validate_params():
     ok = [None, {"gramc": {"regex": "a+"}}, {"gramc": {"json_schema": {"type": "integer"}}},
-          {"other": 1}]
+          {"other": 1}, {"gramc_regex": "a+", "other": 2}]
     for extra in ok:
         gv.GramcProcessorCore.validate_params(SamplingParams(extra_args=extra))
     bad = [{"gramc": "a+"}, {"gramc": {"regex": "a", "gbnf": "b"}}, {"gramc": {"pattern": "a"}},
-           {"gramc": {"regex": 5}}]
+           {"gramc": {"regex": 5}}, {"gramc_regex": "a", "gramc_gbnf": "b"},
+           {"gramc_regex": "a", "gramc": {"regex": "a"}}, {"gramc_pattern": "a"}]
     for extra in bad:
         with pytest.raises(ValueError):
             gv.GramcProcessorCore.validate_params(SamplingParams(extra_args=extra))
     assert gv.grammar_spec(SamplingParams(extra_args={"gramc": {"json_schema": {"type": "integer"}}})) == \
         ("json_schema", json.dumps({"type": "integer"}))
+    assert gv.grammar_spec(SamplingParams(extra_args={"gramc_gbnf": NESTED})) == ("gbnf", NESTED)
 
 
 def test_artifact_files_and_the_per_worker_cache(tmp_path):

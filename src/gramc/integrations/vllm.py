@@ -10,7 +10,8 @@ Register it when the engine starts, then name a grammar per request in ``extra_a
                             extra_args={"gramc": {"regex": r"[0-9]{4}-[0-9]{2}-[0-9]{2}"}})
     print(llm.generate(["Today's date: "], params)[0].outputs[0].text)
 
-``extra_args["gramc"]`` is one of ``{"artifact": "/path/x.gmask"}`` (a bound artifact, read
+``extra_args["gramc"]`` (or, flat, as the OpenAI server's ``vllm_xargs`` need it,
+``extra_args["gramc_<kind>"]``) is one of ``{"artifact": "/path/x.gmask"}`` (a bound artifact, read
 once per worker and cached), or ``{"<format>": source}`` with format ``regex``, ``gbnf``,
 ``ebnf``, ``lark`` or ``json_schema`` (compiled once per worker against the model's tokenizer,
 read with ``Vocab.from_hf``; set ``GRAMC_VLLM_VOCAB`` to a vocabulary spec such as a
@@ -49,26 +50,38 @@ EXTRA_ARGS_KEY = "gramc"
 
 
 def grammar_spec(params: Any) -> tuple[str, str] | None:
-    """``(kind, value)`` from a request's ``extra_args["gramc"]``, or None when absent.
+    """``(kind, value)`` from a request's ``extra_args``, or None when it names no grammar.
+
+    Either nested, ``extra_args["gramc"] = {kind: value}`` (the Python API), or flat,
+    ``extra_args["gramc_<kind>"] = value`` (the OpenAI server's ``vllm_xargs`` takes only flat
+    string/number values).
 
     Raises:
         ValueError: a malformed spec (vLLM turns it into an HTTP 400 at admission).
     """
     extra = getattr(params, "extra_args", None) or {}
+    kinds = ("artifact",) + FORMATS
+    flat = {k[len(EXTRA_ARGS_KEY) + 1:]: v for k, v in extra.items()
+            if isinstance(k, str) and k.startswith(EXTRA_ARGS_KEY + "_")}
     spec = extra.get(EXTRA_ARGS_KEY)
-    if spec is None:
+    if spec is None and not flat:
         return None
+    if spec is not None and flat:
+        raise ValueError(f'give the grammar as extra_args["{EXTRA_ARGS_KEY}"] or as '
+                         f'"{EXTRA_ARGS_KEY}_<kind>", not both')
+    if spec is None:
+        spec = flat
     if not isinstance(spec, dict) or len(spec) != 1:
         raise ValueError(f'extra_args["{EXTRA_ARGS_KEY}"] must be a dict with one key: '
                          f"'artifact' or one of {', '.join(FORMATS)}")
     (kind, value), = spec.items()
-    if kind not in FORMATS + ("artifact",):
-        raise ValueError(f'extra_args["{EXTRA_ARGS_KEY}"]: unknown key {kind!r} '
+    if kind not in kinds:
+        raise ValueError(f"gramc grammar: unknown kind {kind!r} "
                          f"(expected 'artifact' or one of {', '.join(FORMATS)})")
     if kind == "json_schema" and isinstance(value, (dict, bool)):
         value = json.dumps(value, sort_keys=True)
     if not isinstance(value, str):
-        raise ValueError(f'extra_args["{EXTRA_ARGS_KEY}"]["{kind}"] must be a string')
+        raise ValueError(f"gramc grammar: the {kind} must be a string")
     return kind, value
 
 
