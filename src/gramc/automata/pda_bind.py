@@ -45,8 +45,32 @@ class ExpandedDFA:
     start: np.ndarray
 
 
-def expand(table: PDATable, depth: int = DEFAULT_DEPTH, max_states: int = 200_000) -> ExpandedDFA:
-    """Subset construction of every node's region (see the module docstring)."""
+#: States of the expanded automaton before a shallower expansion is tried.
+MAX_EXPANDED_STATES = 50_000
+
+
+def expand(table: PDATable, depth: int = DEFAULT_DEPTH, max_states: int = MAX_EXPANDED_STATES) -> ExpandedDFA:
+    """Subset construction of every node's region (see the module docstring).
+
+    When the automaton would exceed ``max_states``, the expansion is retried with fewer
+    calls expanded (down to none): masks stay exact, only more tokens become uncertain.
+    """
+    for d in range(depth, -1, -1):
+        try:
+            return _expand(table, d, max_states)
+        except _TooLarge:
+            continue
+    from gramc.errors import LimitExceededError
+
+    raise LimitExceededError("max_expanded_states", max_states, max_states,
+                             "the grammar's rule regions are too large to precompute")
+
+
+class _TooLarge(Exception):
+    pass
+
+
+def _expand(table: PDATable, depth: int, max_states: int) -> ExpandedDFA:
     n_cols = table.n_byte_classes + len(table.token_ids)
     rows = table.delta[:, :n_cols].tolist()
     live = [[c for c, t in enumerate(row) if t != DEAD] for row in rows]
@@ -67,9 +91,9 @@ def expand(table: PDATable, depth: int = DEFAULT_DEPTH, max_states: int = 200_00
             out.add(cfg)
             path, n, outside = cfg
             for r, ret in calls[n]:
-                if len(path) < depth:
+                if len(path) < depth and not outside:
                     work.append((path + (ret,), rule_start[r], outside))
-                else:
+                else:  # too deep, or outside (kept shallow: it only filters uncertain tokens)
                     marked = True
             if accept[n]:
                 if path:
@@ -85,10 +109,7 @@ def expand(table: PDATable, depth: int = DEFAULT_DEPTH, max_states: int = 200_00
         key, marked = close(configs)
         if key not in index:
             if len(index) >= max_states:
-                from gramc.errors import LimitExceededError
-
-                raise LimitExceededError("max_dfa_states", len(index), max_states,
-                                         "expanded PDA regions; lower the expansion depth")
+                raise _TooLarge
             index[key] = len(marks)
             marks.append(marked)
             insides.append(any(not outside for _, _, outside in key))

@@ -162,8 +162,9 @@ PASSES: tuple[Callable[[Grammar], Grammar], ...] = (
 )
 
 
-def optimize(g: Grammar) -> Grammar:
-    """Run :data:`PASSES` in order."""
+def optimize(g: Grammar, inline: bool = True) -> Grammar:
+    """Run :data:`PASSES` in order (without the inlining pass when ``inline`` is False)."""
     for p in PASSES:
-        g = p(g)
+        if inline or p is not inline_nonrecursive:
+            g = p(g)
     return g

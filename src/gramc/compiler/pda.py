@@ -50,10 +50,14 @@ def collapse_recursion(g: Grammar) -> Grammar:
         rules = {n: rewrite(b, lambda e: body if e == Ref(pick) else None) for n, b in rules.items()}
 
 
-def build_pda(grammar: Grammar, limits: Limits = DEFAULT_LIMITS) -> PDATable:
-    """The PDA table of a grammar whose rules (after the passes) are the ones to keep."""
+def build_pda(grammar: Grammar, limits: Limits = DEFAULT_LIMITS, collapse: bool = True) -> PDATable:
+    """The PDA table of a grammar whose rules (after the passes) are the ones to keep.
+
+    With ``collapse`` (the default) recursive rules used once are inlined first; without it
+    every rule stays a rule, which keeps each rule's DFA small.
+    """
     deadline = Deadline(limits.max_compile_seconds)
-    g = collapse_recursion(grammar)
+    g = collapse_recursion(grammar) if collapse else grammar
     names = [g.start] + [n for n in g.rules if n != g.start]
     calls = {n: i for i, n in enumerate(names)}
     nfas = [build_nfa(Grammar(g.rules, n), limits, calls) for n in names]

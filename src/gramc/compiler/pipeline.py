@@ -19,7 +19,7 @@ from gramc.automata.pda_table import PDATable
 from gramc.compiler.ir import Grammar, format_grammar
 from gramc.compiler.passes import optimize, resolve_token_names
 from gramc.compiler.pda import build_pda
-from gramc.errors import GramcError
+from gramc.errors import GramcError, LimitExceededError
 from gramc.limits import DEFAULT_LIMITS, Limits
 
 
@@ -72,6 +72,27 @@ def lower(source: str, format: str, options: CompileOptions = CompileOptions(),
     return frontend(source, options.to_meta(), source_name)
 
 
+def build_automaton(grammar: Grammar, limits: Limits = DEFAULT_LIMITS) -> tuple[str, DFATable | PDATable]:
+    """A DFA for a regular grammar, a PDA for a recursive one.
+
+    Inlining every non-recursive rule can blow a DFA up (Lark's ``%ignore COMMENT`` inlined
+    after every terminal is the classic case). When a DFA-state limit is hit, the grammar is
+    compiled again as a PDA that keeps every rule a rule, whose per-rule DFAs stay small.
+    """
+    try:
+        optimized = optimize(grammar)
+        if optimized.is_recursive():
+            return "pda", build_pda(optimized, limits)
+        return "dfa", build_dfa(optimized, limits)
+    except LimitExceededError as err:
+        if err.limit not in ("max_dfa_states", "max_nfa_states"):
+            raise
+        try:
+            return "pda", build_pda(optimize(grammar, inline=False), limits, collapse=False)
+        except LimitExceededError:
+            raise err from None
+
+
 def compile_source(
     source: str,
     format: str = "regex",
@@ -84,13 +105,9 @@ def compile_source(
     """Lower ``source``, run the passes and build its automaton: a DFA when the grammar is
     regular, a PDA when it is recursive. ``special_names`` resolves ``<name>`` tokens."""
     progress("parsing")
-    grammar = lower(source, format, options, source_name)
-    optimized = optimize(resolve_token_names(grammar, special_names))
+    grammar = resolve_token_names(lower(source, format, options, source_name), special_names)
     progress("building the automaton")
-    if optimized.is_recursive():
-        kind, automaton = "pda", build_pda(optimized, limits)
-    else:
-        kind, automaton = "dfa", build_dfa(optimized, limits)
+    kind, automaton = build_automaton(grammar, limits)
     meta = {
         "format": format,
         "sha256": hashlib.sha256(source.encode("utf-8")).hexdigest(),
