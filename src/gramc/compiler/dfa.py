@@ -95,19 +95,47 @@ def minimize(delta: np.ndarray, accept: np.ndarray, deadline: Deadline) -> np.nd
     """Myhill-Nerode classes by partition refinement (Moore), vectorised with numpy.
 
     Returns the block id of every state; the dead state 0 shares its block with every state
-    that cannot reach acceptance.
+    that cannot reach acceptance. Deep automata (long counted repetitions) need one round
+    per level, so rounds compare 64-bit hashes of the signatures instead of sorting rows;
+    the result is then verified to be a congruence that respects acceptance, which makes it
+    language-preserving whatever the hashes did, and recomputed exactly if it is not.
     """
+    block = _refine(delta, accept, deadline, hashed=True)
+    if _is_congruence(delta, accept, block):
+        return block
+    return _refine(delta, accept, deadline, hashed=False)
+
+
+_WEIGHTS = np.random.default_rng(0x6D6173).integers(1, 2**63, size=4096, dtype=np.uint64) | np.uint64(1)
+
+
+def _refine(delta: np.ndarray, accept: np.ndarray, deadline: Deadline, hashed: bool) -> np.ndarray:
     block = accept.astype(np.int64)
     n_blocks = len(np.unique(block))
+    cols = delta.shape[1] + 1
+    weights = _WEIGHTS[:cols] if hashed and cols <= len(_WEIGHTS) else None
     while True:
         deadline.check()
         signature = np.concatenate([block[:, None], block[delta]], axis=1)
-        _, new_block = np.unique(signature, axis=0, return_inverse=True)
+        if weights is not None:
+            keys = (signature.astype(np.uint64) * weights).sum(axis=1, dtype=np.uint64)
+            _, new_block = np.unique(keys, return_inverse=True)
+        else:
+            _, new_block = np.unique(signature, axis=0, return_inverse=True)
         new_block = new_block.reshape(-1)
         new_n = int(new_block.max()) + 1
         if new_n == n_blocks:
             return new_block
         block, n_blocks = new_block, new_n
+
+
+def _is_congruence(delta: np.ndarray, accept: np.ndarray, block: np.ndarray) -> bool:
+    """Do all states of each block agree on acceptance and on the blocks they move to?"""
+    rep = np.zeros(int(block.max()) + 1, dtype=np.int64)
+    rep[block] = np.arange(len(block))
+    mine, theirs = rep[block], np.arange(len(block))
+    return bool(np.array_equal(accept[mine], accept[theirs])
+                and np.array_equal(block[delta[mine]], block[delta[theirs]]))
 
 
 def canonical(delta: np.ndarray, accept: np.ndarray, block: np.ndarray, start: int) -> tuple:
