@@ -124,7 +124,6 @@ def main() -> None:
 
     import gramc
     from gramc.integrations.transformers import GramcLogitsProcessor
-    from gramc.runtime.check import check_artifact
 
     torch.set_num_threads(1)
     tok = transformers.PreTrainedTokenizerFast(tokenizer_file=str(SHARED_VOCABS / "llama3-tokenizer.json"))
@@ -137,7 +136,7 @@ def main() -> None:
             import xgrammar.contrib.hf  # noqa: F401
 
             info = xgr.TokenizerInfo.from_huggingface(tok, vocab_size=WIDTH, stop_token_ids=list(vocab.eos_ids))
-            peers["xgrammar"] = (xgr, xgr.GrammarCompiler(info, max_threads=1))
+            peers["xgrammar"] = (xgr, xgr.GrammarCompiler(info, max_threads=1, cache_enabled=False))
         except Exception as err:  # noqa: BLE001
             print(f"xgrammar unavailable: {err}", file=sys.stderr)
     if "llguidance" in engines:
@@ -151,6 +150,30 @@ def main() -> None:
             peers["llguidance"] = (llg, ll_tok, make_llguidance_processor(transformers, llg, llt), gbnf_to_lark)
         except Exception as err:  # noqa: BLE001
             print(f"llguidance unavailable: {err}", file=sys.stderr)
+
+    # Compile every grammar once per engine (the model does not matter); gramc's per-vocabulary
+    # token trie is built beforehand, as the other engines' tokenizer objects are.
+    gramc.compile("a", vocab=vocab)
+    compiled = {}
+    for gname in [g for g in args.grammars.split(",") if g]:
+        fmt, source = GRAMMARS[gname]
+        t0 = time.perf_counter()
+        artifact = gramc.compile(source, format=fmt, vocab=vocab)
+        makers = {"none": (0.0, lambda: None),
+                  "gramc": (time.perf_counter() - t0, lambda a=artifact: GramcLogitsProcessor(a))}
+        if "xgrammar" in peers:
+            xgr, compiler = peers["xgrammar"]
+            t0 = time.perf_counter()
+            cg = compiler.compile_regex(source) if fmt == "regex" else compiler.compile_grammar(source)
+            makers["xgrammar"] = (time.perf_counter() - t0, lambda cg=cg: xgr.contrib.hf.LogitsProcessor(cg))
+        if "llguidance" in peers:
+            llg, ll_tok, proc_cls, gbnf_to_lark = peers["llguidance"]
+            t0 = time.perf_counter()
+            grammar = llg.grammar_from("regex", source) if fmt == "regex" else \
+                llg.grammar_from("lark", gbnf_to_lark(source))
+            proc_cls(ll_tok, grammar)  # builds the matcher (llguidance compiles lazily, per mask)
+            makers["llguidance"] = (time.perf_counter() - t0, lambda g=grammar: proc_cls(ll_tok, g))
+        compiled[gname] = (artifact, makers)
 
     prompt = torch.tensor([[128000] + tok.encode("Data:", add_special_tokens=False)])
     eos_ids = list(vocab.eos_ids)  # min_new_tokens must hold back every end-of-generation id
@@ -172,23 +195,7 @@ def main() -> None:
             return time.perf_counter() - t0, out[0, prompt.shape[1]:].tolist()
 
         for gname in [g for g in args.grammars.split(",") if g]:
-            fmt, source = GRAMMARS[gname]
-            t0 = time.perf_counter()
-            artifact = gramc.compile(source, format=fmt, vocab=vocab)
-            makers = {"none": (0.0, lambda: None),
-                      "gramc": (time.perf_counter() - t0, lambda: GramcLogitsProcessor(artifact))}
-            if "xgrammar" in peers:
-                xgr, compiler = peers["xgrammar"]
-                t0 = time.perf_counter()
-                cg = compiler.compile_regex(source) if fmt == "regex" else compiler.compile_grammar(source)
-                makers["xgrammar"] = (time.perf_counter() - t0, lambda cg=cg: xgr.contrib.hf.LogitsProcessor(cg))
-            if "llguidance" in peers:
-                llg, ll_tok, proc_cls, gbnf_to_lark = peers["llguidance"]
-                t0 = time.perf_counter()
-                grammar = llg.grammar_from("regex", source) if fmt == "regex" else \
-                    llg.grammar_from("lark", gbnf_to_lark(source))
-                proc_cls(ll_tok, grammar)  # compile once (llguidance compiles lazily in the matcher)
-                makers["llguidance"] = (time.perf_counter() - t0, lambda g=grammar: proc_cls(ll_tok, g))
+            artifact, makers = compiled[gname]
             order = [e for e in ["none", "gramc", *peers] if e == "none" or (e in engines and e in makers)]
             walls = {e: [] for e in order}
             procs = {e: [] for e in order}

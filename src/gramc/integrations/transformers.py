@@ -44,6 +44,7 @@ def _torch():
         raise ImportError(_HINT) from err
     return torch
 
+
 class _Dead:
     """A row whose tokens the grammar refused (e.g. padding after EOS)."""
 
