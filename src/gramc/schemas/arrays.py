@@ -40,7 +40,7 @@ class ArrayView:
     contains: list = field(default_factory=list)  # (atom, min, max, start, where)
     unique: str | None = None
     unevaluated: list = field(default_factory=list)  # (owner pointer, atom)
-    unevaluated_blocked: bool = False
+    has_contains: str | None = None  # where a contains is (it evaluates the items it matches)
 
     @property
     def prefix_len(self) -> int:
@@ -56,10 +56,13 @@ class ArrayView:
             else:
                 continue
             evaluated.add(k)
+        owners = {o for o, _ in self.unevaluated}
         for owner, atom in self.unevaluated:
             members = {k for k, p in enumerate(self.parts)
                        if (isinstance(p.atom, Node) and p.atom.pointer == owner) or owner in p.atom.group}
-            if not evaluated & members:
+            inner = {k for k, p in enumerate(self.parts)  # own unevaluatedItems: evaluates all
+                     if isinstance(p.atom, Node) and p.atom.pointer in owners - {owner}}
+            if not (evaluated | inner) & members:
                 atoms.append(atom)
         return frozenset(atoms)
 
@@ -79,6 +82,8 @@ class ArrayMixin:
     def _evaluated_items(self, marker, atoms) -> ArrayPart:
         """A part that evaluates (without constraining) the positions ``atoms`` evaluate."""
         n, rest = 0, None
+        if atoms == "all":
+            return ArrayPart(marker, [], TRUE)
         for part in self.flatten(frozenset(atoms)).parts:
             if not isinstance(part, Neg):
                 prefix, r = self.array_items(self.keywords(part))
@@ -109,6 +114,7 @@ class ArrayMixin:
             prefix, rest = self.array_items(kw)
             view.parts.append(ArrayPart(part, prefix, rest))
             if "contains" in kw:
+                view.has_contains = view.has_contains or kw.where("contains")
                 lo, hi = 1, None
                 if self.doc.draft >= 2019 or not isinstance(part, Node):
                     lo = kw.count("minContains")
@@ -126,7 +132,7 @@ class ArrayMixin:
 
     def build_array(self, parts: list, depth: int) -> Expr:
         view = self.array_view(parts)
-        if view.unevaluated and view.contains:
+        if view.unevaluated and view.has_contains:
             self.approx("unevaluatedItems", f"#{view.unevaluated[0][0]}/unevaluatedItems",
                         "items evaluated by 'contains' are not tracked; unevaluatedItems is not enforced")
             view.unevaluated = []

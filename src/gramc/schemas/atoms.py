@@ -24,8 +24,8 @@ from gramc.errors import SchemaError
 from gramc.schemas.refs import Document, display, escape_token
 
 #: Keywords that apply their subschemas to the same instance (they inherit ``group``).
-IN_PLACE = frozenset({"allOf", "anyOf", "oneOf", "not", "if", "then", "else", "dependentSchemas",
-                      "dependencies", "$ref", "$dynamicRef"})
+IN_PLACE = frozenset({"allOf", "anyOf", "oneOf", "if", "then", "else", "dependentSchemas",
+                      "dependencies", "$ref", "$dynamicRef"})  # not "not": it never annotates
 UNEVALUATED = ("unevaluatedProperties", "unevaluatedItems")
 
 
@@ -36,9 +36,12 @@ class Node:
     pointer: str
     omit: frozenset = frozenset()
     group: tuple = ()
+    #: where the compiler met this schema (positions along the path of keywords, through
+    #: ``$ref`` sites): the order of declared properties follows it. Not part of identity.
+    order: tuple = field(default=(), compare=False)
 
     def without(self, *keywords: str) -> "Node":
-        return Node(self.pointer, self.omit | frozenset(keywords), self.group)
+        return Node(self.pointer, self.omit | frozenset(keywords), self.group, self.order)
 
     @property
     def where(self) -> str:
@@ -61,6 +64,10 @@ class Neg:
         return display(self.pointer)
 
     @property
+    def order(self) -> tuple:
+        return self.inner.order
+
+    @property
     def sort_key(self) -> str:
         return f"X{self.pointer}\x00{self.inner.sort_key}"
 
@@ -73,6 +80,7 @@ class Synth:
     items: tuple = ()
     pointer: str = ""
     group: tuple = ()
+    order: tuple = field(default=(), compare=False)
     _key: str = field(default="", compare=False, repr=False)
 
     @property
@@ -91,8 +99,9 @@ TRUE = Synth((), "")
 FALSE = Synth((("$false", True),), "")
 
 
-def synth(pointer: str, **keywords: Any) -> Synth:
-    """A made-up schema from keyword arguments (``properties`` given as a dict of atoms)."""
+def synth(pointer: str, order: tuple = (), **keywords: Any) -> Synth:
+    """A made-up schema from keyword arguments (``properties`` given as a dict of atoms);
+    ``order`` places it among the parts (see :attr:`Node.order`)."""
     items = []
     for key, value in sorted(keywords.items()):
         if isinstance(value, dict):
@@ -100,7 +109,7 @@ def synth(pointer: str, **keywords: Any) -> Synth:
         elif isinstance(value, list):
             value = tuple(value)
         items.append((key, value))
-    return Synth(tuple(items), pointer)
+    return Synth(tuple(items), pointer, (), order)
 
 
 def _render(value: Any) -> str:
@@ -156,7 +165,24 @@ class Keywords:
         if not isinstance(value, (dict, bool)):
             raise SchemaError(f"a schema must be an object or a boolean, not {type(value).__name__} "
                               f"{_short(value)}", display(pointer))
-        return Node(pointer, frozenset(), self._child_group if key in IN_PLACE else ())
+        return Node(pointer, frozenset(), self._child_group if key in IN_PLACE else (), self.order_of(key, *path))
+
+    def order_of(self, key: str, *path: Any) -> tuple:
+        """The :attr:`Node.order` of the subschema at ``key`` (and ``path``) of this atom."""
+        if isinstance(self.atom, Synth):
+            return self.atom.order + (0,)
+        full = self.doc.get(self.pointer)
+        names = list(full) if isinstance(full, dict) else []
+        rel = [names.index(key) if key in names else len(names)]
+        value = full.get(key) if isinstance(full, dict) else None
+        for p in path:
+            if isinstance(value, dict) and p in value:
+                rel.append(list(value).index(p))
+                value = value[p]
+            elif isinstance(value, list) and isinstance(p, int) and p < len(value):
+                rel.append(p)
+                value = value[p]
+        return self.atom.order + tuple(rel)
 
     def sub(self, key: str) -> Atom | None:
         """The subschema of a single-schema keyword (None when absent)."""

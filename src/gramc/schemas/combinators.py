@@ -77,7 +77,8 @@ class CombinatorMixin:
         self.approx("anyOf", kw.where("anyOf"), "unevaluatedProperties/unevaluatedItems are not "
                     "checked on what only another matching anyOf branch evaluates")
         return [(b, Synth((("$evaluated", tuple(o for o in members if o is not b)),), kw.pointer + "/anyOf/-",
-                          kw._child_group)) for b in members]
+                          kw._child_group, kw.order_of("anyOf", len(members)) + (len(members),)))
+                for b in members]
 
     def _branches_oneOf(self, kw, base, kind, depth) -> list[tuple]:
         members = [b for b in kw.subs("oneOf") if self.lang_possible(base | {b}, kind)]
@@ -90,8 +91,8 @@ class CombinatorMixin:
 
     def _branches_if(self, kw, base, kind, depth) -> list[tuple]:
         cond = kw.sub("if")
-        if "then" not in kw and "else" not in kw:
-            return [()]
+        if "then" not in kw and "else" not in kw and not kw._child_group:
+            return [()]  # (with unevaluated* around, the annotations of "if" still count)
         then, else_ = kw.sub("then") or TRUE, kw.sub("else") or TRUE
         return [(cond, then), (Neg(cond, kw.pointer + "/if"), else_)]
 
@@ -123,8 +124,9 @@ class CombinatorMixin:
             deps = names.get(trigger, [])
             if not isinstance(deps, list) or not all(isinstance(d, str) for d in deps):
                 raise kw.fail(key, "an object of arrays of property names")
-            absent = synth(kw.pointer + "/" + key, properties={trigger: FALSE})
-            present = [synth(kw.pointer + "/" + key, required=[trigger, *deps])]
+            order = kw.order_of(key)  # before the dependent schema: the trigger name comes first
+            absent = synth(kw.pointer + "/" + key, order, properties={trigger: FALSE})
+            present = [synth(kw.pointer + "/" + key, order, required=[trigger, *deps])]
             if trigger in schemas:
                 present.append(schemas[trigger])
             out = [o + (absent,) for o in out] + [o + tuple(present) for o in out]
@@ -251,25 +253,25 @@ class CombinatorMixin:
         raw = kw.get(key)
         for trigger, dep in (raw.items() if isinstance(raw, dict) else ()):
             if isinstance(dep, list):
-                out.extend((synth(p, required=[trigger], properties={d: FALSE}),) for d in dep)
+                out.extend((synth(p, kw.atom.order, required=[trigger], properties={d: FALSE}),) for d in dep)
             else:
                 sub = kw._child(key, trigger)
-                out.append((synth(p, required=[trigger]), Neg(sub, p + "/" + key)))
+                out.append((synth(p, kw.atom.order, required=[trigger]), Neg(sub, p + "/" + key)))
         return out
 
     def _negate_object(self, kw, p: str) -> list[tuple] | None:
         out: list[tuple] = []
         for name in kw.names("required"):
-            out.append((synth(p + "/required", properties={name: FALSE}),))
+            out.append((synth(p + "/required", kw.atom.order, properties={name: FALSE}),))
         for name, sub in kw.submap("properties").items():
             if self.flatten({sub}).parts or self.flatten({sub}).false:
-                out.append((synth(p + "/properties", required=[name], properties={name: Neg(sub, p)}),))
+                out.append((synth(p + "/properties", kw.atom.order, required=[name], properties={name: Neg(sub, p)}),))
         n = kw.count("minProperties")
         if n:
-            out.append((synth(p, maxProperties=n - 1),))
+            out.append((synth(p, kw.atom.order, maxProperties=n - 1),))
         n = kw.count("maxProperties")
         if n is not None:
-            out.append((synth(p, minProperties=n + 1),))
+            out.append((synth(p, kw.atom.order, minProperties=n + 1),))
         for key in ("additionalProperties", "patternProperties", "propertyNames", "unevaluatedProperties"):
             if key in kw and not _trivially_true(kw.raw[key], key):
                 self.approx("not", kw.where(key), f"the failure of {key!r} inside 'not' has no "
@@ -281,24 +283,24 @@ class CombinatorMixin:
         out: list[tuple] = []
         n = kw.count("minItems")
         if n:
-            out.append((synth(p, maxItems=n - 1),))
+            out.append((synth(p, kw.atom.order, maxItems=n - 1),))
         n = kw.count("maxItems")
         if n is not None:
-            out.append((synth(p, minItems=n + 1),))
+            out.append((synth(p, kw.atom.order, minItems=n + 1),))
         prefix, rest = self.array_items(kw)
         for i, sub in enumerate(prefix):
-            out.append((synth(p, minItems=i + 1, prefixItems=[TRUE] * i + [Neg(sub, p)]),))
+            out.append((synth(p, kw.atom.order, minItems=i + 1, prefixItems=[TRUE] * i + [Neg(sub, p)]),))
         if rest is not None:
-            out.append((synth(p, prefixItems=[TRUE] * len(prefix), **{"$containsRest": Neg(rest, p)}),))
+            out.append((synth(p, kw.atom.order, prefixItems=[TRUE] * len(prefix), **{"$containsRest": Neg(rest, p)}),))
         if "contains" in kw:
             c = kw.sub("contains")
             lo = kw.count("minContains")
             lo = 1 if lo is None else lo
             hi = kw.count("maxContains")
             if lo > 0:
-                out.append((synth(p, contains=c, minContains=0, maxContains=lo - 1),))
+                out.append((synth(p, kw.atom.order, contains=c, minContains=0, maxContains=lo - 1),))
             if hi is not None:
-                out.append((synth(p, contains=c, minContains=hi + 1),))
+                out.append((synth(p, kw.atom.order, contains=c, minContains=hi + 1),))
         for key in ("uniqueItems", "unevaluatedItems"):
             if key in kw and not _trivially_true(kw.raw[key], key):
                 self.approx("not", kw.where(key), f"the failure of {key!r} inside 'not' has no "

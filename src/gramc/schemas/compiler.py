@@ -166,10 +166,10 @@ class SchemaCompiler(CombinatorMixin, ObjectMixin, ArrayMixin):
         return flat
 
     def order(self, atoms) -> list[Atom]:
-        """Atoms in document order (then a stable tie-break): this order decides the order of
-        declared properties that come from several parts."""
+        """Atoms in the order the compiler met them (see :attr:`Node.order`; then a stable
+        tie-break): this order decides the order of declared properties from several parts."""
         rank = {Node: 0, Synth: 1, Neg: 2}
-        return sorted(atoms, key=lambda a: (self.doc.position(a.pointer), rank[type(a)], a.sort_key))
+        return sorted(atoms, key=lambda a: (a.order, rank[type(a)], a.sort_key))
 
     def _flatten(self, conj: frozenset) -> Flat:
         parts: dict[Atom, None] = {}  # insertion-ordered: discovery order
@@ -204,8 +204,13 @@ class SchemaCompiler(CombinatorMixin, ObjectMixin, ArrayMixin):
         out: list[Atom] = []
         if isinstance(atom, Node):
             target = self.doc.resolve(atom.pointer) if ("$ref" in kw or "$dynamicRef" in kw) else None
+            if target is not None and "$ref" not in kw and self._dynamic(kw, target):
+                target = None  # resolved only at validation time: not enforced (reported) ...
+                if kw._child_group:  # ... and whatever it would evaluate counts as evaluated
+                    out.append(Synth((("$evaluated", "all"),), atom.pointer + "/$dynamicRef",
+                                     kw._child_group, kw.order_of("$dynamicRef")))
             if target is not None:
-                out.append(Node(target, frozenset(), kw._child_group))
+                out.append(Node(target, frozenset(), kw._child_group, kw.order_of("$ref" if "$ref" in kw else "$dynamicRef")))
                 if self.doc.draft <= 7:
                     return out
             out.extend(kw.subs("allOf"))
@@ -221,6 +226,17 @@ class SchemaCompiler(CombinatorMixin, ObjectMixin, ArrayMixin):
         if any(k in MEANINGFUL for k in kw.raw):
             parts[atom] = None
         return out
+
+    def _dynamic(self, kw: Keywords, target: str) -> bool:
+        """True when a ``$dynamicRef`` may resolve to another schema than its static target
+        (its target has a ``$dynamicAnchor`` whose name more than one schema uses)."""
+        value = self.doc.get(target)
+        name = value.get("$dynamicAnchor") if isinstance(value, dict) else None
+        if name is None or self.doc.dynamic_anchors.get(name, 0) <= 1:
+            return False
+        self.approx("$dynamicRef", kw.where("$dynamicRef"), f"it resolves through the dynamic scope among "
+                    f"{self.doc.dynamic_anchors[name]} schemas with $dynamicAnchor {name!r}; not enforced")
+        return True
 
     def types(self, parts) -> frozenset:
         """The JSON types every positive part allows (``int``/``num`` for numbers)."""

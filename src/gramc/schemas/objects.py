@@ -60,6 +60,12 @@ class ObjectView:
         return {i for i, p in enumerate(self.parts)
                 if (isinstance(p.atom, Node) and p.atom.pointer == owner) or owner in p.atom.group}
 
+    def inner_owners(self, owner: str) -> set[int]:
+        """Parts with their own unevaluatedProperties (other than ``owner``): they evaluate
+        every name, for the enclosing schemas."""
+        others = {o for o, _ in self.unevaluated if o != owner}
+        return {i for i, p in enumerate(self.parts) if isinstance(p.atom, Node) and p.atom.pointer in others}
+
     def value_atoms(self, compiler, name: str) -> frozenset | None:
         """The atoms the value of member ``name`` must satisfy (None: the name is forbidden)."""
         atoms, evaluated = [], set()
@@ -83,7 +89,7 @@ class ObjectView:
 
     def _finish(self, compiler, atoms: list, evaluated: set) -> frozenset | None:
         for owner, atom in self.unevaluated:
-            if not evaluated & self.members_of(owner):
+            if not (evaluated | self.inner_owners(owner)) & self.members_of(owner):
                 atoms.append(atom)
         if self.default_false and not evaluated:
             return None
@@ -154,6 +160,8 @@ class ObjectMixin:
     def _evaluated_part(self, marker, atoms) -> ObjPart:
         """A part that evaluates (without constraining) what ``atoms`` declare."""
         props, patterns, additional = {}, [], None
+        if atoms == "all":
+            return ObjPart(marker, props, patterns, TRUE, True)
         for part in self.flatten(frozenset(atoms)).parts:
             if isinstance(part, Neg):
                 continue

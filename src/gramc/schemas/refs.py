@@ -17,7 +17,7 @@ inside it. References to other documents are refused: gramc compiles one documen
 from __future__ import annotations
 
 from typing import Any
-from urllib.parse import unquote, urldefrag, urljoin
+from urllib.parse import unquote, urldefrag, urljoin, urlsplit
 
 from gramc.errors import SchemaError
 
@@ -34,6 +34,16 @@ SCHEMA_MAP_KEYWORDS = ("properties", "patternProperties", "$defs", "definitions"
 
 _DRAFTS = (("draft-04", 4), ("draft-03", 4), ("draft-06", 6), ("draft-07", 7), ("2019-09", 2019),
            ("2020-12", 2020))
+
+
+def join_uri(base: str, ref: str) -> str:
+    """``ref`` resolved against ``base`` (also for schemes urljoin does not know, such as
+    ``urn:``: a fragment-only reference keeps the base, an absolute one replaces it)."""
+    if ref.startswith("#"):
+        return urldefrag(base)[0] + ref
+    if urlsplit(ref).scheme:
+        return ref
+    return urljoin(base, ref)
 
 
 def escape_token(token: str) -> str:
@@ -71,6 +81,7 @@ class Document:
         self._bases: dict[str, str] = {}
         self.resources: dict[str, str] = {}
         self.anchors: dict[tuple[str, str], str] = {}
+        self.dynamic_anchors: dict[str, int] = {}
         self._index()
 
     # ------------------------------------------------------------ lookups
@@ -133,7 +144,7 @@ class Document:
             for key in self._id_keys:
                 ident = value.get(key)
                 if isinstance(ident, str) and not ident.startswith("#"):
-                    return urldefrag(urljoin(parent_base, ident))[0]
+                    return urldefrag(join_uri(parent_base, ident))[0]
         return parent_base
 
     # ------------------------------------------------------------ indexing
@@ -155,6 +166,9 @@ class Document:
             for key in ("$anchor", "$dynamicAnchor"):
                 if isinstance(value.get(key), str):
                     self.anchors.setdefault((base, value[key]), pointer)
+            if isinstance(value.get("$dynamicAnchor"), str):
+                name = value["$dynamicAnchor"]
+                self.dynamic_anchors[name] = self.dynamic_anchors.get(name, 0) + 1
             stack.extend(reversed(list(_children(pointer, value))))
 
     # ------------------------------------------------------------ references
@@ -173,7 +187,7 @@ class Document:
     def resolve_ref(self, ref: str, pointer: str, key: str = "$ref") -> str:
         """The pointer a reference written at ``pointer`` leads to."""
         where = display(f"{pointer}/{key}")
-        uri, fragment = urldefrag(urljoin(self.base(pointer), ref))
+        uri, fragment = urldefrag(join_uri(self.base(pointer), ref))
         resource = self.resources.get(uri)
         if resource is None:
             raise SchemaError(f"cannot resolve {key} {ref!r}: {uri} is not a schema in this document "
