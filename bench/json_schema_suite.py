@@ -84,7 +84,7 @@ def _alarm(signum, frame):
     raise _Timeout()
 
 
-def run_group(rec: dict, time_limit_s: float = 20.0) -> dict:
+def run_group(rec: dict, time_limit_s: float = 60.0) -> dict:
     """Compile one group's schema and check each case: {"cases": [category...], ...}."""
     import gramc
     from gramc.errors import GramcWarning
@@ -147,17 +147,35 @@ def case_ids(rec: dict) -> list[str]:
     return [f"{rec['id']}/{i}" for i in range(len(rec["tests"]))]
 
 
-def run_suite(records: list[dict], time_limit_s: float = 20.0, log=None) -> dict:
-    """{case id: category} plus the per-group results."""
+def _run_group_star(args):
+    return run_group(*args)
+
+
+def run_suite(records: list[dict], time_limit_s: float = 60.0, log=None, workers: int = 1) -> dict:
+    """{case id: category} plus the per-group results; ``workers`` forked processes share the groups."""
     cases: dict[str, str] = {}
     groups = []
-    for rec in records:
-        g = run_group(rec, time_limit_s)
+    if workers > 1:
+        import multiprocessing
+
+        import gramc
+        import gramc.api  # noqa: F401  (import the compiler once, before forking)
+
+        frontend_available()
+        pool = multiprocessing.get_context("fork").Pool(workers, maxtasksperchild=50)
+        it = pool.imap(_run_group_star, [(rec, time_limit_s) for rec in records], chunksize=1)
+    else:
+        pool = None
+        it = (run_group(rec, time_limit_s) for rec in records)
+    for rec, g in zip(records, it):
         groups.append(g)
         for cid, cat in zip(case_ids(rec), g["cases"]):
             cases[cid] = cat
         if log:
             log(g)
+    if pool is not None:
+        pool.close()
+        pool.join()
     return {"cases": cases, "groups": groups}
 
 
@@ -218,9 +236,10 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--suite", default=str(SUITE))
     ap.add_argument("--file", action="append", help="only these keyword files (repeatable)")
-    ap.add_argument("--time-limit", type=float, default=20.0, help="per-schema compile/check limit, seconds")
+    ap.add_argument("--time-limit", type=float, default=60.0, help="per-schema compile/check limit, seconds")
     ap.add_argument("--out", help="raw JSON per group (and a .md table beside it)")
     ap.add_argument("--update", action="store_true", help="rewrite the test's baseline (deliberately)")
+    ap.add_argument("--workers", type=int, default=1, help="processes (the verdicts do not depend on it)")
     ap.add_argument("--verbose", action="store_true", help="print every group that is not all correct")
     args = ap.parse_args(argv)
     if not frontend_available():
@@ -238,7 +257,7 @@ def main(argv=None) -> int:
                   + (f"  remote {g['remote']}" if g["remote"] else ""))
 
     t0 = time.monotonic()
-    result = run_suite(records, args.time_limit, log)
+    result = run_suite(records, args.time_limit, log, args.workers)
     rows = per_file(records, result)
     md = markdown(rows)
     print(md)
