@@ -245,7 +245,6 @@ class ObjectMixin:
         regions = self._regions(view)
         if regions is None:
             return None
-        declared = alt(*(string_literal_ir(n, all_spellings=True) for n in view.names))
         out = []
         for region, key_parts in regions:
             # region None: the patterns could not be told apart; any value stands in
@@ -255,16 +254,25 @@ class ObjectMixin:
             value = self.value(atoms, depth + 1)
             if value is NOTHING:
                 continue
-            key = self.any_string() if names_lang is None else names_lang
-            for lang in key_parts[0]:
-                key = intersection(key, lang)
-            if key_parts[1]:
-                key = difference(key, alt(*key_parts[1]))
-            if view.names:
-                key = difference(key, declared)
+            key = self._region_key(view, names_lang, key_parts)
             if not is_empty(key):
                 out.append(self.ws.member(key, value))
         return alt(*out) if out else None
+
+    def _region_key(self, view: ObjectView, names_lang: Expr | None, key_parts) -> Expr:
+        """The names of one region: intersected with its patterns and ``propertyNames``,
+        less the other patterns and the declared names (products only where needed: they
+        are exact but their expressions can be deep)."""
+        key = names_lang
+        for lang in key_parts[0]:
+            key = lang if key is None else intersection(key, lang)
+        if key_parts[1]:
+            key = difference(self.any_string() if key is None else key, alt(*key_parts[1]))
+        inside = [n for n in view.names if key is None or matches(key, json.dumps(n).encode())]
+        if inside:
+            spellings = alt(*(string_literal_ir(n, all_spellings=True) for n in inside))
+            key = difference(self.any_string() if key is None else key, spellings)
+        return self.any_string() if key is None else key
 
     def _regions(self, view: ObjectView):
         """[(region, (languages to intersect, languages to subtract))] or None."""
