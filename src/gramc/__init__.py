@@ -30,8 +30,15 @@ def compile(source, format="regex", vocab=None, **kwargs):
     return _compile(source, format, vocab, **kwargs)
 
 
+def generate(grammar, logits_fn, **kwargs):
+    """Constrained generation over any ``logits_fn`` (see :func:`gramc.generation.generate`)."""
+    from gramc.generation import generate as _generate
+
+    return _generate(grammar, logits_fn, **kwargs)
+
+
 __all__ = [
-    "compile", "load", "from_bytes", "Artifact", "Matcher", "Vocab", "load_vocab",
+    "compile", "generate", "load", "from_bytes", "Artifact", "Matcher", "Vocab", "load_vocab",
     "GramcError", "GrammarSyntaxError", "UnsupportedFeatureError", "SchemaError",
     "LimitExceededError", "VocabularyError", "ArtifactFormatError", "ArtifactVersionError",
     "BackendUnavailableError",

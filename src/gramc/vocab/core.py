@@ -273,6 +273,14 @@ class Vocab:
         return vocab_from_hf(tokenizer, eos_ids=eos_ids)
 
     @classmethod
+    def from_llama_cpp(cls, llm: Any) -> Vocab:
+        """The vocabulary of a ``llama_cpp.Llama`` model (control/unused tokens special, the
+        end-of-generation ids as EOS). See :mod:`gramc.integrations.llama_cpp`."""
+        from gramc.integrations.llama_cpp import vocab_from_llama_cpp
+
+        return vocab_from_llama_cpp(llm)
+
+    @classmethod
     def gpt2(cls) -> Vocab:
         """The bundled GPT-2 vocabulary: 50,257 ids, 50256 ``<|endoftext|>`` (special, EOS).
 
