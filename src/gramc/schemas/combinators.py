@@ -21,6 +21,7 @@ keyword is compiled by letting one branch at a time join the conjunction:
 from __future__ import annotations
 
 from itertools import combinations
+from math import prod
 
 from gramc.compiler.ir import NOTHING, Expr, alt
 from gramc.schemas.atoms import FALSE, TRUE, Atom, Neg, Node, Synth, synth
@@ -29,6 +30,8 @@ from gramc.schemas.langops import intersection, is_empty
 
 DISJUNCTIVE = ("anyOf", "oneOf", "if", "dependentRequired", "dependentSchemas", "dependencies")
 OBJECT_ONLY = ("dependentRequired", "dependentSchemas", "dependencies")
+#: Most branch combinations an exact oneOf over overlapping object/array branches may take.
+MAX_ONEOF_COMBINATIONS = 256
 
 
 class CombinatorMixin:
@@ -87,6 +90,14 @@ class CombinatorMixin:
         if all(self.disjoint(base | {a}, base | {b}, kind, depth)
                for a, b in combinations(members, 2)):
             return [(b,) for b in members]
+        if kind in ("object", "array"):
+            with self.quiet():
+                sizes = [max(1, len(self.negate(b, kind, kw.pointer))) for b in members]
+            cost = sum(prod(sizes) // s for s in sizes)
+            if cost > MAX_ONEOF_COMBINATIONS:
+                self.approx("oneOf", kw.where("oneOf"), f"the branches overlap for {kind}s and excluding the "
+                            f"others would take {cost} combinations; compiled as anyOf")
+                return [(b,) for b in members]
         return [(b, *(Neg(o, kw.pointer + "/oneOf") for o in members if o is not b)) for b in members]
 
     def _branches_if(self, kw, base, kind, depth) -> list[tuple]:

@@ -90,6 +90,7 @@ class SchemaCompiler(CombinatorMixin, ObjectMixin, ArrayMixin):
         self._names: set[str] = set()
         self.branches = 0
         self._string_universe: Expr | None = None
+        self._quiet = 0
 
     # ------------------------------------------------------------ entry point
 
@@ -102,6 +103,8 @@ class SchemaCompiler(CombinatorMixin, ObjectMixin, ArrayMixin):
 
     def approx(self, keyword: str, where: str, reason: str) -> None:
         """Record an over-approximation (or, in strict mode, refuse the schema)."""
+        if self._quiet:
+            return
         if self.options.strict:
             raise SchemaError(f"{keyword!r} cannot be enforced exactly: {reason} "
                               "(strict mode refuses over-approximations)", where)
@@ -110,6 +113,15 @@ class SchemaCompiler(CombinatorMixin, ObjectMixin, ArrayMixin):
         item = Approximation(keyword, where, reason)
         if item not in self.approximations:
             self.approximations.append(item)
+
+    @contextmanager
+    def quiet(self) -> Iterator[None]:
+        """Work whose approximations are not reported (an estimate that may be discarded)."""
+        self._quiet += 1
+        try:
+            yield
+        finally:
+            self._quiet -= 1
 
     @contextmanager
     def frame(self) -> Iterator[list[bool]]:

@@ -66,17 +66,18 @@ def string_ir(min_length: int | None, max_length: int | None, pattern: str | Non
         pass
     except ValueError as err:
         raise SchemaError(str(err), at("minLength")) from None
-    langs = []
-    if min_length or max_length is not None:
-        langs.append(_one(lambda: json_string_ir(min_length, max_length), at, report))
+    core = []
     if pattern is not None:
-        langs.append(_one(lambda: json_string_ir(pattern=pattern), at, report))
+        core.append(_one(lambda: json_string_ir(pattern=pattern), at, report))
     if fmt is not None:
-        langs.append(_format_lang(fmt, at("format"), report, strict))
-    langs = [x for x in langs if x is not None]
-    if not langs:
-        return json_string_ir()
-    return _intersect_all(langs, at("maxLength"), report)
+        core.append(_format_lang(fmt, at("format"), report, strict))
+    core = [x for x in core if x is not None]
+    out = _intersect(core, "format", at("format"), report)
+    if min_length or max_length is not None:
+        lengths = _one(lambda: json_string_ir(min_length, max_length), at, report)
+        if lengths is not None:
+            out = lengths if out is None else _intersect([out, lengths], "maxLength", at("maxLength"), report)
+    return json_string_ir() if out is None else out
 
 
 def _known_format(fmt: str, where: str, warn) -> str | None:
@@ -109,16 +110,18 @@ def _format_lang(fmt: str, where: str, report: Report, strict: bool) -> Expr | N
         return json_string_ir(format=fmt, allow_approximate_format=True)
 
 
-def _intersect_all(langs: list[Expr], where: str, report: Report) -> Expr:
+def _intersect(langs: list[Expr], keyword: str, where: str, report: Report) -> Expr | None:
+    """The intersection of the languages; when an automaton would be too large, the later
+    language is dropped and ``keyword`` reported."""
     from gramc.errors import LimitExceededError
     from gramc.schemas.langops import intersection
 
-    out = langs[0]
+    out = langs[0] if langs else None
     for other in langs[1:]:
         try:
             out = intersection(out, other)
         except LimitExceededError as err:
-            report("maxLength", where, f"the string constraints together need too large an automaton ({err})")
+            report(keyword, where, f"the string constraints together need too large an automaton ({err})")
     return out
 
 
