@@ -30,7 +30,7 @@ from gramc.compiler.ir import NOTHING, Expr, Grammar, Ref, alt, literal
 from gramc.errors import GramcWarning, SchemaError
 from gramc.schemas import leaves
 from gramc.schemas.arrays import ArrayMixin
-from gramc.schemas.atoms import FALSE, TRUE, Atom, Keywords, Neg, Node, Synth, sort_atoms
+from gramc.schemas.atoms import FALSE, TRUE, Atom, Keywords, Neg, Node, Synth
 from gramc.schemas.combinators import CombinatorMixin
 from gramc.schemas.jsontext import (PLAIN_NUMBER, Whitespace, canonical_string_universe, canonical_text,
                                     kind_of, value_ir)
@@ -222,7 +222,8 @@ class SchemaCompiler(CombinatorMixin, ObjectMixin, ArrayMixin):
                     out.append(Synth((("$evaluated", "all"),), atom.pointer + "/$dynamicRef",
                                      kw._child_group, kw.order_of("$dynamicRef")))
             if target is not None:
-                out.append(Node(target, frozenset(), kw._child_group, kw.order_of("$ref" if "$ref" in kw else "$dynamicRef")))
+                site = "$ref" if "$ref" in kw else "$dynamicRef"
+                out.append(Node(target, frozenset(), kw._child_group, kw.order_of(site)))
                 if self.doc.draft <= 7:
                     return out
             out.extend(kw.subs("allOf"))

@@ -307,7 +307,6 @@ class ObjectMixin:
         return regions
 
     def any_string(self) -> Expr:
-        from gramc.schemas import leaves
 
         return self.string_leaf(None, None, None, None, {})
 
