@@ -580,6 +580,18 @@ def test_ill_typed_keywords_are_schema_errors(schema, pointer):
     assert err.value.pointer == pointer
 
 
+def test_generated_relative_ids_fall_back_to_the_document_root():
+    schema = {"$schema": "http://json-schema.org/draft-07/schema#", "definitions": {"s": {"type": "string"}},
+              "properties": {"a": {"$id": "/properties/a", "$ref": "#/definitions/s"}}}
+    with pytest.warns(GramcWarning, match="resolved from the document root"):
+        grammar, _ = schema_to_grammar(schema)
+    oracle = EarleyOracle(grammar)
+    assert oracle.fullmatch(b'{"a":"x"}') and not oracle.fullmatch(b'{"a":1}')
+    draft4 = {"$schema": "http://json-schema.org/draft-04/schema#", "definitions": {"s": {"type": "string"}},
+              "properties": {"a": {"$id": "/properties/a", "$ref": "#/definitions/s"}}}
+    assert EarleyOracle(compile_schema(draft4)[2]).fullmatch(b'{"a":"x"}')  # draft-04 ignores "$id"
+
+
 def test_unguarded_ref_cycle_is_refused():
     with pytest.raises(SchemaError, match="never enters an array or object"):
         schema_to_grammar({"anyOf": [{"$ref": "#"}, {"type": "string"}]})

@@ -57,7 +57,7 @@ def schema_to_grammar(schema: dict | bool, options: SchemaOptions = SchemaOption
         raise SchemaError("the schema is nested too deeply to compile", "#") from None
     finally:
         sys.setrecursionlimit(limit)
-    for message in compiler.notes:
+    for message in compiler.doc.notes + compiler.notes:
         warnings.warn(GramcWarning(f"{source_name}: {message}"), stacklevel=2)
     for item in compiler.approximations:
         warnings.warn(GramcWarning(f"{source_name}: {item}"), stacklevel=2)

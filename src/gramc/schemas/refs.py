@@ -76,7 +76,8 @@ class Document:
     def __init__(self, root: Any):
         self.root = root
         self.draft = detect_draft(root)
-        self._id_keys = ("$id", "id") if self.draft == 4 else ("$id",)
+        self._id_keys = ("id",) if self.draft == 4 else ("$id",)  # draft-04 knows only "id"
+        self.notes: list[str] = []
         self._values: dict[str, Any] = {"": root}
         self._bases: dict[str, str] = {}
         self.resources: dict[str, str] = {}
@@ -196,6 +197,12 @@ class Document:
         if fragment == "" or fragment.startswith("/"):
             target = resource + fragment
             if not self.exists(target):
+                if resource and fragment and self.exists(fragment) and ref.startswith("#"):
+                    # a tool-generated relative "$id" ("/properties/x") that was not meant as a
+                    # new base: what the author meant is the pointer from the document root
+                    self.notes.append(f"{key} {ref!r} at {where} points to nothing inside the resource "
+                                      f"{uri}; it was resolved from the document root")
+                    return fragment
                 raise SchemaError(f"cannot resolve {key} {ref!r}: the JSON pointer {display(target)} "
                                   "points to nothing", where)
             return target
