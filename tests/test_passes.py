@@ -8,7 +8,7 @@ import pytest
 from click.testing import CliRunner
 
 from gramc.cli.main import main
-from gramc.compiler.ir import EMPTY, NOTHING, Grammar, Ref, TokenName, Token, alt, literal, seq
+from gramc.compiler.ir import EMPTY, NOTHING, Grammar, Ref, Token, TokenName, alt, literal, repeat, seq
 from gramc.compiler.passes import (
     check_references,
     inline_nonrecursive,
@@ -81,3 +81,27 @@ def test_cli_prints_pass_warnings_as_one_line_each(tmp_path):
     assert res.exit_code == 0, res.output
     lines = [l for l in res.stderr.splitlines() if l.startswith("gramc: warning:")]
     assert any("never finish are ignored: loop" in l for l in lines) and any("unused rules" in l and "spare" in l for l in lines)
+
+
+def test_outline_shared_keeps_the_language_and_builds_each_copy_once():
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from earley import EarleyOracle
+    from gramc.compiler.passes import outline_shared
+    from strategies import exprs, strings
+
+    @settings(max_examples=60, deadline=None)
+    @given(exprs(), exprs(), st.lists(strings(), max_size=6))
+    def check(a, b, samples):
+        body = seq(alt(a, b), literal(b","), alt(a, b), repeat(alt(a, b), 0, 2))
+        g = Grammar.single(body)
+        out = outline_shared(g, min_size=1)
+        if alt(a, b).children():  # a leaf is never worth a rule
+            assert any(n.startswith("_shared") for n in out.rules)
+        before, after = EarleyOracle(g), EarleyOracle(out)
+        for s in samples:
+            assert before.fullmatch(s) == after.fullmatch(s)
+            assert before.is_viable_prefix(s) == after.is_viable_prefix(s)
+
+    check()

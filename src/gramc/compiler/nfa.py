@@ -122,6 +122,30 @@ class _Builder:
             self.inlining.pop()
 
 
+def thompson_size(grammar: Grammar, calls: dict[str, int] | None = None) -> int:
+    """How many NFA states :func:`build_nfa` would make, counted on the expression DAG
+    without expanding it (shared sub-expressions are counted once per use)."""
+    memo: dict[int, int] = {}
+    calls = calls or {}
+
+    def size(e: Expr, active: tuple[str, ...]) -> int:
+        if id(e) in memo:
+            return memo[id(e)]
+        if isinstance(e, (Seq, Alt)):
+            n = sum(size(i, active) for i in e.items) + isinstance(e, Alt)
+        elif isinstance(e, Repeat):
+            item = size(e.item, active)
+            n = item * (e.max if e.max is not None else e.min + 1) + (e.max or e.min) - e.min + 1
+        elif isinstance(e, Ref) and e.name not in calls and e.name not in active:
+            n = size(grammar.rules[e.name], active + (e.name,))
+        else:
+            n = 1
+        memo[id(e)] = n
+        return n
+
+    return size(grammar.rules[grammar.start], (grammar.start,)) + 1
+
+
 def build_nfa(grammar: Grammar, limits: Limits = DEFAULT_LIMITS, calls: dict[str, int] | None = None) -> NFA:
     """The Thompson NFA of the grammar's start rule.
 

@@ -154,6 +154,43 @@ def resolve_token_names(g: Grammar, special_names: Mapping[str, int] | None) -> 
     return Grammar({n: rewrite(b, swap) for n, b in g.rules.items()}, g.start)
 
 
+def outline_shared(g: Grammar, min_size: int = 64) -> Grammar:
+    """Turn large sub-expressions used more than once into rules of their own.
+
+    The IR is hash-consed, so a sub-expression written twice (a list's element, a schema
+    reached through several paths) is one shared node; inlined into an automaton it is copied
+    at every use, and nesting multiplies the copies. As a rule it is built once and called.
+    Rules are named ``_shared<k>`` in order of first use (deterministic).
+    """
+    uses: dict[Expr, int] = {}
+    order: list[Expr] = []
+    sizes: dict[Expr, int] = {}
+
+    def count(e: Expr) -> int:
+        if e in sizes:
+            return sizes[e]
+        sizes[e] = 1 + sum(count(c) for c in e.children())
+        return sizes[e]
+
+    for body in g.rules.values():
+        for node in walk(body):
+            for child in node.children():
+                if child not in uses:
+                    order.append(child)
+                uses[child] = uses.get(child, 0) + 1
+    shared = [e for e in order if uses[e] > 1 and count(e) >= min_size and e.children()]
+    if not shared:
+        return g
+    names = {e: f"_shared{k}" for k, e in enumerate(shared)}
+    swap = lambda e: Ref(names[e]) if e in names else None  # noqa: E731
+    rules = {n: rewrite(b, swap) for n, b in g.rules.items()}
+    for e, name in names.items():
+        rules[name] = seq(*(rewrite(c, swap) for c in e.children())) if isinstance(e, Seq) else \
+            alt(*(rewrite(c, swap) for c in e.children())) if isinstance(e, Alt) else \
+            repeat(rewrite(e.item, swap), e.min, e.max)
+    return Grammar(rules, g.start)
+
+
 PASSES: tuple[Callable[[Grammar], Grammar], ...] = (
     check_references,
     remove_unproductive,

@@ -17,7 +17,8 @@ from gramc.compiler.dfa import build_dfa
 from gramc.compiler.frontends import FRONTENDS
 from gramc.automata.pda_table import PDATable
 from gramc.compiler.ir import Grammar, format_grammar
-from gramc.compiler.passes import optimize, resolve_token_names
+from gramc.compiler.passes import optimize, outline_shared, resolve_token_names
+from gramc.compiler.nfa import thompson_size
 from gramc.compiler.pda import build_pda
 from gramc.errors import GramcError, LimitExceededError
 from gramc.limits import DEFAULT_LIMITS, Limits
@@ -81,6 +82,10 @@ def build_automaton(grammar: Grammar, limits: Limits = DEFAULT_LIMITS) -> tuple[
     """
     try:
         optimized = optimize(grammar)
+        if thompson_size(optimized) > limits.max_nfa_states // 8:
+            # Inlining multiplies shared rules (a list body writes its element twice, so
+            # every level of nesting doubles): keep the rules instead of trying.
+            raise LimitExceededError("max_nfa_states", thompson_size(optimized), limits.max_nfa_states)
         if optimized.is_recursive():
             return "pda", build_pda(optimized, limits)
         return "dfa", build_dfa(optimized, limits)
@@ -88,7 +93,8 @@ def build_automaton(grammar: Grammar, limits: Limits = DEFAULT_LIMITS) -> tuple[
         if err.limit not in ("max_dfa_states", "max_nfa_states"):
             raise
         try:
-            return "pda", build_pda(optimize(grammar, inline=False), limits, collapse=False)
+            kept = outline_shared(optimize(grammar, inline=False))
+            return "pda", build_pda(kept, limits, collapse=False)
         except LimitExceededError:
             raise err from None
 
