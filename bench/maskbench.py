@@ -730,18 +730,21 @@ def machine_info() -> dict:
 
 #: The engine of the sample test: lazy binding gives the same masks as eager and compiles faster.
 BASELINE_ENGINE = "gramc-lazy"
-#: In the sample test, ids that were compile errors in the baseline get this short compile limit.
+#: In the sample test, ids that were compile errors in the baseline get this short compile limit,
+#: and the others this long one (a loaded CI machine must not turn a pass into a timeout).
 RETRY_LIMIT_S = 5.0
+RATCHET_LIMIT_S = 120.0
 
 
 def sample_outcomes(records: list[dict], *, workers: int = 2, vocab_key: str = BASELINE_VOCAB,
                     time_limit_s: float = 30.0, baseline: dict | None = None, log=print) -> dict:
     """gramc's outcome per sample schema (correctness only). With ``baseline``, ids that were compile
     errors there get only RETRY_LIMIT_S seconds to compile (a ratchet needs no more), the others
-    the full limit."""
+    RATCHET_LIMIT_S; without it, every id gets ``time_limit_s``."""
     limits = None
     if baseline is not None:
-        limits = {i: RETRY_LIMIT_S for i, o in baseline.get("outcomes", {}).items() if o == "compile error"}
+        limits = {i: RETRY_LIMIT_S if o == "compile error" else RATCHET_LIMIT_S
+                  for i, o in baseline.get("outcomes", {}).items()}
     run = run_engine(BASELINE_ENGINE, records, workers=workers, vocab_key=vocab_key, time_limit_s=time_limit_s,
                      test_time_limit_s=120.0, time_limits=limits, log=log)
     return {r["id"]: r for r in run["results"]}
