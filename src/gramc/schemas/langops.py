@@ -22,10 +22,11 @@ import numpy as np
 
 from gramc.automata.tables import DEAD, DFATable
 from gramc.compiler.dfa import build_dfa, canonical, minimize
-from gramc.compiler.ir import EMPTY, NOTHING, Bytes, Expr, Grammar, Repeat, alt, optional, repeat, seq
+from gramc.compiler.regular import dfa_to_ir
+from gramc.compiler.ir import NOTHING, Expr, Grammar
 from gramc.limits import DEFAULT_LIMITS, Deadline
 
-__all__ = ["dfa_of", "intersection", "difference", "is_empty", "matches", "dfa_to_expr"]
+__all__ = ["dfa_of", "intersection", "difference", "is_empty", "matches", "dfa_to_ir"]
 
 
 @lru_cache(maxsize=4096)
@@ -98,62 +99,4 @@ def _product(a: Expr, b: Expr, accept_fn: Callable[[bool, bool], bool]) -> Expr:
     delta, acc = np.array(rows, dtype=np.int64), np.array(accept, dtype=bool)
     block = minimize(delta, acc, Deadline(DEFAULT_LIMITS.max_compile_seconds))
     delta, acc, start = canonical(delta, acc, block, start=1)
-    return dfa_to_expr(delta, acc, start, masks)
-
-
-def dfa_to_expr(delta: np.ndarray, accept: np.ndarray, start: int, masks: list[int]) -> Expr:
-    """An IR expression for a trimmed DFA (state 0 dead) by state elimination.
-
-    ``masks[c]`` is the byte set of column ``c``. States are eliminated cheapest first
-    (fewest in-edges times out-edges), which keeps the expression small in practice.
-    """
-    if start == DEAD:
-        return NOTHING
-    n = len(delta)
-    src, dst = n, n + 1
-    out: dict[int, dict[int, Expr]] = {s: {} for s in range(n + 2)}
-    inn: dict[int, dict[int, Expr]] = {s: {} for s in range(n + 2)}
-
-    def add(p: int, q: int, e: Expr) -> None:
-        e = _union(out[p][q], e) if q in out[p] else e
-        out[p][q] = inn[q][p] = e
-
-    for p in range(1, n):
-        by_target: dict[int, int] = {}
-        for c, q in enumerate(delta[p].tolist()):
-            if q != DEAD:
-                by_target[q] = by_target.get(q, 0) | masks[c]
-        for q, mask in by_target.items():
-            add(p, q, Bytes(mask))
-        if accept[p]:
-            add(p, dst, EMPTY)
-    add(src, start, EMPTY)
-    remaining = set(range(1, n))
-    while remaining:
-        k = min(remaining, key=lambda s: (len(inn[s]) * len(out[s]), s))
-        remaining.discard(k)
-        _eliminate(k, out, inn, add)
-    return out[src].get(dst, NOTHING)
-
-
-def _union(a: Expr, b: Expr) -> Expr:
-    for x, y in ((a, b), (b, a)):
-        if x is EMPTY:
-            return optional(y)
-        if isinstance(x, Repeat) and (x.min, x.max) == (0, 1):
-            return optional(_union(x.item, y))
-    return alt(a, b)
-
-
-def _eliminate(k: int, out: dict, inn: dict, add: Callable[[int, int, Expr], None]) -> None:
-    loop = out[k].pop(k, None)
-    inn[k].pop(k, None)
-    star = repeat(loop, 0, None) if loop is not None else EMPTY
-    preds, succs = inn.pop(k), out.pop(k)
-    for p in preds:
-        del out[p][k]
-    for q in succs:
-        del inn[q][k]
-    for p, ep in preds.items():
-        for q, eq in succs.items():
-            add(p, q, seq(ep, star, eq))
+    return dfa_to_ir(delta, acc, start, masks)
