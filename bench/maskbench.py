@@ -558,13 +558,13 @@ def _pct(values, qs) -> dict:
     return {f"p{q:g}": float(np.percentile(a, q)) for q in qs}
 
 
-_QUOTED = re.compile(r"'[^']*'|\"[^\"]*\"|`[^`]*`")
+_QUOTED = re.compile(r"'[^']{31,}'|\"[^\"]{31,}\"|`[^`]{31,}`")  # long quoted text; short names stay
 _NUM = re.compile(r"\b\d+(\.\d+)?\b")
 _PTR = re.compile(r"#?/[^\s:,;]*")
 
 
 def error_reason(res: dict) -> str:
-    """A compile error message with names, pointers and numbers blanked, to group similar ones."""
+    """A compile error message with long quoted text, pointers and numbers blanked, to group similar ones."""
     msg = res.get("error", "").split("\n")[0]
     if res.get("error_class") == "SchemaError" and ": " in msg:
         msg = msg.split(": ", 1)[1]  # the pointer prefix
@@ -582,6 +582,7 @@ def summarize(run: dict, timed: bool) -> dict:
          "schemas_with_validation_failure": sum(1 for r in res if r.get("n_validation_failures")),
          "schemas_with_invalidation_failure": sum(1 for r in res if r.get("n_invalidation_failures")),
          "schemas_with_warnings": sum(1 for r in res if r.get("warnings")),
+         "invalidation_with_warnings": sum(1 for r in res if r.get("n_invalidation_failures") and r.get("warnings")),
          "timeouts": sum(1 for r in res if r.get("error_class") == "Timeout"),
          "crashes": sum(1 for r in res if r.get("error_class") == "Crash"),
          "restarts": run.get("restarts", 0), "setup": run.get("setup"), "wall_s": run.get("wall_s"),
@@ -591,6 +592,9 @@ def summarize(run: dict, timed: bool) -> dict:
                                                                      r["outcome"] == "compile error" and
                                                                      error_reason(r) == k][:8]}
                                   for k, v in reasons.most_common(25)]
+    s["mistakes"] = [{"id": r["id"], "outcome": r["outcome"], "warned": bool(r.get("warnings")),
+                      "first": (r.get("invalidation_failures") or r.get("validation_failures"))[0]}
+                     for r in res if r["outcome"] in ("validation error", "invalidation error")]
     s["consistency_notes"] = [{"id": r["id"], "notes": r["notes"]} for r in res if r.get("notes")][:20]
     if timed:
         ttfm = [r["ttfm_ms"] for r in res if r.get("ttfm_ms") is not None]
@@ -657,6 +661,11 @@ def markdown(data: dict) -> str:
     out.append("Schemas with at least one valid instance rejected / invalid instance accepted (a schema can "
                "have both): " + "; ".join(f"{s['engine']} {s['schemas_with_validation_failure']} / "
                                           f"{s['schemas_with_invalidation_failure']}" for s in sums) + ".")
+    warned = [f"{s['engine']} {s.get('invalidation_with_warnings', 0)} of {s['schemas_with_invalidation_failure']}"
+              for s in sums if s["engine"].startswith("gramc") and s["schemas_with_invalidation_failure"]]
+    if warned:
+        out.append("Invalidation errors where the compile had issued a GramcWarning (a reported over-approximation): "
+                   + "; ".join(warned) + ".")
     extra = [f"{s['engine']}: {s['timeouts']} timeouts, {s['crashes']} crashes"
              + (f", {s['schemas_with_warnings']} schemas with warnings" if s["schemas_with_warnings"] else "")
              for s in sums]
@@ -686,6 +695,19 @@ def markdown(data: dict) -> str:
     else:
         out.append("Timing not reported: this run used more than one worker process (correctness only).")
     out.append("")
+    for s in sums:
+        if not s["engine"].startswith("gramc") or not s.get("mistakes"):
+            continue
+        out.append(f"{s['engine']}: schemas with a wrong verdict (first failing text; where it stopped):")
+        out.append("")
+        out.append("| id | outcome | text | stopped after |")
+        out.append("|---|---|---|---|")
+        for m in s["mistakes"][:40]:
+            f = m["first"]
+            where = "accepted" if m["outcome"] == "invalidation error" else f"{f['verdict']}: `{f['at'][-50:]}`"
+            out.append(f"| {m['id']} | {m['outcome']}{' (warned)' if m['warned'] else ''} | {f['serialisation']} "
+                       f"test {f['test']} | {where.replace('|', '/')} |")
+        out.append("")
     for s in sums:
         if not s["compile_error_reasons"]:
             continue
