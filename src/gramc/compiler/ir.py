@@ -338,6 +338,22 @@ def walk(expr: Expr) -> Iterable[Expr]:
         stack.extend(reversed(node.children()))
 
 
+def postorder(expr: Expr) -> list[Expr]:
+    """Every distinct node of ``expr``, each after all of its children (no recursion)."""
+    out: list[Expr] = []
+    seen: set[Expr] = set()
+    stack: list[tuple[Expr, bool]] = [(expr, False)]
+    while stack:
+        node, done = stack.pop()
+        if done:
+            out.append(node)
+        elif node not in seen:
+            seen.add(node)
+            stack.append((node, True))
+            stack.extend((c, False) for c in reversed(node.children()))
+    return out
+
+
 # ---------------------------------------------------------------- printer
 
 _PREC_ALT, _PREC_SEQ, _PREC_POSTFIX = 0, 1, 2

@@ -41,6 +41,7 @@ from gramc.compiler.ir import (
     alt,
     byte_class,
     literal,
+    postorder,
     repeat,
     seq,
 )
@@ -167,7 +168,7 @@ class _Letters:
     def to_json(self, expr: Expr) -> Expr:
         """Replace every letter by its JSON spellings."""
         memo: dict[Expr, Expr] = {}
-        for node in _postorder(expr):
+        for node in postorder(expr):
             if isinstance(node, Token):
                 memo[node] = json_codepoint_set_to_ir(self.sets[node.id])
             elif isinstance(node, Seq):
@@ -181,19 +182,6 @@ class _Letters:
         return memo[expr]
 
 
-def _postorder(expr: Expr) -> list[Expr]:
-    out: list[Expr] = []
-    seen: set[Expr] = set()
-    stack: list[tuple[Expr, bool]] = [(expr, False)]
-    while stack:
-        node, done = stack.pop()
-        if done:
-            out.append(node)
-        elif node not in seen:
-            seen.add(node)
-            stack.append((node, True))
-            stack.extend((c, False) for c in reversed(node.children()))
-    return out
 
 
 class _TooHard(Exception):
@@ -209,7 +197,7 @@ class _LengthRestrictor:
 
     def span(self, e: Expr) -> tuple[int, int | None]:
         """(fewest, most) letters of a string of e (most None: unbounded)."""
-        for node in _postorder(e):
+        for node in postorder(e):
             if node in self.lengths:
                 continue
             if isinstance(node, Token):

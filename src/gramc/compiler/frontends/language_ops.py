@@ -20,7 +20,6 @@ import numpy as np
 
 from gramc.automata.tables import DEAD, DFATable
 from gramc.compiler.dfa import build_dfa, canonical, minimize
-from gramc.compiler.regular import dfa_to_ir
 from gramc.compiler.ir import (
     EMPTY,
     NOTHING,
@@ -34,29 +33,16 @@ from gramc.compiler.ir import (
     Token,
     TokenName,
     alt,
+    postorder,
     repeat,
     seq,
 )
+from gramc.compiler.regular import dfa_to_ir
 from gramc.errors import LimitExceededError, Span, UnsupportedFeatureError
 from gramc.limits import DEFAULT_LIMITS, Deadline, Limits
 
 # ---------------------------------------------------------------- walking and rewriting
 
-
-def postorder(expr: Expr) -> list[Expr]:
-    """Every distinct node of ``expr``, each after all of its children (no recursion)."""
-    out: list[Expr] = []
-    seen: set[Expr] = set()
-    stack: list[tuple[Expr, bool]] = [(expr, False)]
-    while stack:
-        node, done = stack.pop()
-        if done:
-            out.append(node)
-        elif node not in seen:
-            seen.add(node)
-            stack.append((node, True))
-            stack.extend((c, False) for c in reversed(node.children()))
-    return out
 
 
 def rebuild(expr: Expr, leaf: Callable[[Expr], Expr]) -> Expr:

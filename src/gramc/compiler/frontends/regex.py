@@ -41,6 +41,7 @@ from gramc.compiler.ir import (
     Seq,
     Token,
     alt,
+    postorder,
     repeat,
     seq,
 )
@@ -141,7 +142,7 @@ def _split_anchor(expr: Expr, marker: Token, leading: bool) -> tuple[Expr, Expr]
     """(the strings of paths through ``marker``, the strings of the other paths), the marker
     removed; the marker can only be the first (``leading``) or last leaf of a path."""
     memo: dict[Expr, tuple[Expr, Expr]] = {}
-    for node in _postorder(expr):
+    for node in postorder(expr):
         if node is marker:
             memo[node] = (EMPTY, NOTHING)
         elif isinstance(node, Seq):
@@ -161,19 +162,6 @@ def _split_anchor(expr: Expr, marker: Token, leading: bool) -> tuple[Expr, Expr]
     return memo[expr]
 
 
-def _postorder(expr: Expr) -> list[Expr]:
-    out: list[Expr] = []
-    seen: set[Expr] = set()
-    stack: list[tuple[Expr, bool]] = [(expr, False)]
-    while stack:
-        node, done = stack.pop()
-        if done:
-            out.append(node)
-        elif node not in seen:
-            seen.add(node)
-            stack.append((node, True))
-            stack.extend((c, False) for c in reversed(node.children()))
-    return out
 
 
 def _parser(pattern, dialect, source_name, max_nesting, max_repeat, charset_to_ir) -> _Parser:
