@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 import oracle
 from gramc.automata.tables import DEAD
-from gramc.compiler.dfa import build_dfa, byte_classes
+from gramc.compiler.dfa import _refine_exact, _refine_incremental, build_dfa, byte_classes
 from gramc.compiler.ir import (
     EMPTY,
     NOTHING,
@@ -24,7 +24,7 @@ from gramc.compiler.ir import (
     seq,
 )
 from gramc.errors import LimitExceededError, UnsupportedFeatureError
-from gramc.limits import Limits
+from gramc.limits import Deadline, Limits
 from strategies import exprs, strings
 
 
@@ -59,6 +59,33 @@ def test_dfa_is_minimal_and_canonical(e):
     assert np.array_equal(dfa.byte_class, again.byte_class)
     rows = {(bool(dfa.accept[s]), tuple(dfa.delta[s])) for s in range(dfa.n_states)}
     assert len(rows) == dfa.n_states  # no two states with identical rows
+
+
+def _same_partition(a: np.ndarray, b: np.ndarray) -> bool:
+    pairs = set(zip(a.tolist(), b.tolist()))
+    return len(pairs) == len(set(a.tolist())) == len(set(b.tolist()))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.data())
+def test_incremental_refinement_equals_plain_moore(data):
+    """The worklist refinement finds exactly the Myhill-Nerode classes of plain Moore rounds,
+    on arbitrary tables (cycles, unreachable states, several accepting classes) and on the
+    long chains that counted repetitions make, where only a few states move per round."""
+    n = data.draw(st.integers(1, 60))
+    k = data.draw(st.integers(1, 4))
+    delta = np.array(data.draw(st.lists(st.lists(st.integers(0, n - 1), min_size=k, max_size=k),
+                                        min_size=n, max_size=n)), dtype=np.int32)
+    accept = np.array(data.draw(st.lists(st.booleans(), min_size=n, max_size=n)))
+    if data.draw(st.booleans()):  # append a chain of m states ending in the first one
+        m = data.draw(st.integers(1, 200))
+        chain = np.zeros((m, k), dtype=np.int32)
+        chain[:, 0] = np.arange(n + 1, n + m + 1)
+        chain[-1, 0] = 0
+        delta, accept = np.vstack([delta, chain]), np.concatenate([accept, np.zeros(m, dtype=bool)])
+    deadline = Deadline(60)
+    assert _same_partition(_refine_incremental(delta, accept, deadline),
+                           _refine_exact(delta, accept, deadline))
 
 
 def test_empty_language_has_only_the_dead_state():

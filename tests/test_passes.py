@@ -106,3 +106,20 @@ def test_outline_shared_keeps_the_language_and_builds_each_copy_once():
             assert before.is_viable_prefix(s) == after.is_viable_prefix(s)
 
     check()
+
+
+def test_stored_ir_text_names_shared_parts_of_a_large_dag():
+    """A definition reached through many paths is one IR node; written out as a tree the IR
+    doubles with every level. The stored text must stay proportional to the DAG, and small
+    grammars keep their plain form (the golden ir.txt files pin that)."""
+    from gramc.compiler.ir import format_grammar
+    from gramc.compiler.pipeline import IR_TEXT_MAX_TREE_NODES, ir_text
+
+    e = alt(literal(b"leaf-a"), literal(b"leaf-b"))
+    for level in range(40):  # 2**40 leaves as a tree
+        e = alt(seq(literal(b"["), e, literal(b","), e, literal(b"]%d" % level)), literal(b"-"))
+    text = ir_text(Grammar.single(e))
+    assert len(text) < 40 * 200 and text.count("_shared") >= 40
+    tiny = Grammar.single(repeat(alt(literal(b"ab"), literal(b"c")), 1, 3))
+    assert ir_text(tiny) == format_grammar(tiny)
+    assert IR_TEXT_MAX_TREE_NODES > 1000

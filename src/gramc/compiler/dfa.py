@@ -92,36 +92,142 @@ def _subset_construction(nfa: NFA, classes: np.ndarray, token_ids: list[int], n_
 
 
 def minimize(delta: np.ndarray, accept: np.ndarray, deadline: Deadline) -> np.ndarray:
-    """Myhill-Nerode classes by partition refinement (Moore), vectorised with numpy.
+    """Myhill-Nerode classes by partition refinement, vectorised with numpy.
 
     Returns the block id of every state; the dead state 0 shares its block with every state
-    that cannot reach acceptance. Deep automata (long counted repetitions) need one round
-    per level, so rounds compare 64-bit hashes of the signatures instead of sorting rows;
-    the result is then verified to be a congruence that respects acceptance, which makes it
-    language-preserving whatever the hashes did, and recomputed exactly if it is not.
+    that cannot reach acceptance. :func:`_refine_incremental` compares 64-bit hashes of the
+    signatures and re-examines only the predecessors of states that moved, so a deep
+    automaton (a long counted repetition, one level per round) costs rounds proportional
+    to its depth but work proportional to what changes. The result is then verified to be
+    a congruence that respects acceptance, which makes it language-preserving whatever the
+    hashes did, and recomputed exactly (:func:`_refine_exact`) if it is not.
     """
-    block = _refine(delta, accept, deadline, hashed=True)
+    block = _refine_incremental(delta, accept, deadline)
     if _is_congruence(delta, accept, block):
         return block
-    return _refine(delta, accept, deadline, hashed=False)
+    return _refine_exact(delta, accept, deadline)
 
 
 _WEIGHTS = np.random.default_rng(0x6D6173).integers(1, 2**63, size=4096, dtype=np.uint64) | np.uint64(1)
 
 
-def _refine(delta: np.ndarray, accept: np.ndarray, deadline: Deadline, hashed: bool) -> np.ndarray:
+def _hash_weights(cols: int) -> np.ndarray:
+    """Odd 64-bit multipliers, one per column, for :func:`_refine_incremental`'s hashes."""
+    return _WEIGHTS[np.arange(cols) % len(_WEIGHTS)] ^ (np.arange(cols, dtype=np.uint64) << np.uint64(32))
+
+
+def _predecessors(delta: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """CSR of the reverse edges: the predecessors of ``t`` are ``pred[ptr[t]:ptr[t + 1]]``."""
+    n, k = delta.shape
+    targets = delta.ravel()
+    order = np.argsort(targets, kind="stable")
+    pred = (order // k).astype(np.int64)
+    ptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.bincount(targets, minlength=n), out=ptr[1:])
+    return pred, ptr
+
+
+def _gather_ranges(values: np.ndarray, ptr: np.ndarray, items: np.ndarray) -> np.ndarray:
+    """``concatenate(values[ptr[i]:ptr[i + 1]] for i in items)`` without a Python loop."""
+    lengths = ptr[items + 1] - ptr[items]
+    total = int(lengths.sum())
+    if total == 0:
+        return values[:0]
+    offsets = np.repeat(ptr[items] - np.concatenate(([0], np.cumsum(lengths)[:-1])), lengths)
+    return values[offsets + np.arange(total)]
+
+
+def _refine_incremental(delta: np.ndarray, accept: np.ndarray, deadline: Deadline) -> np.ndarray:
+    """Moore refinement that only re-hashes the states whose successors changed block.
+
+    Invariant between rounds: every state not in ``dirty`` has the signature hash
+    ``block_hash`` of its block. When a block splits, its largest part keeps the id (and,
+    if that part is one whose hash changed, the unchanged states move out instead), so
+    only the states given a new id make their predecessors dirty; as in Hopcroft's
+    algorithm, a state moves only into a block at most half the size of its old one,
+    which bounds the total work by O(edges log states).
+    """
+    n = len(accept)
+    block = accept.astype(np.int64)
+    size = np.zeros(n + 1, dtype=np.int64)
+    size[:2] = np.bincount(block, minlength=2)
+    n_blocks = 2
+    block_hash = np.zeros(n + 1, dtype=np.uint64)
+    hash_set = np.zeros(n + 1, dtype=bool)
+    pred, ptr = _predecessors(delta)
+    weights = _hash_weights(delta.shape[1])
+    dirty = np.arange(n, dtype=np.int64)
+    while len(dirty):
+        deadline.check()
+        hashes = block[delta[dirty]].astype(np.uint64) @ weights
+        own = block[dirty]
+        changed = ~hash_set[own] | (hashes != block_hash[own])
+        states, hashes, own = dirty[changed], hashes[changed], own[changed]
+        if not len(states):
+            break
+        order = np.lexsort((hashes, own))
+        states, hashes, own = states[order], hashes[order], own[order]
+        new_group = np.ones(len(states), dtype=bool)
+        new_group[1:] = (own[1:] != own[:-1]) | (hashes[1:] != hashes[:-1])
+        starts = np.flatnonzero(new_group)
+        group_size = np.diff(np.append(starts, len(states)))
+        group_block, group_hash = own[starts], hashes[starts]
+        # The largest changed group of each block keeps the id if it outnumbers the
+        # block's unchanged states; those then move to a new block with the old hash.
+        by_size = np.lexsort((-group_size, group_block))
+        first_of_block = np.ones(len(by_size), dtype=bool)
+        first_of_block[1:] = group_block[by_size][1:] != group_block[by_size][:-1]
+        largest = by_size[first_of_block]
+        largest_block = group_block[largest]
+        changed_in_block = np.bincount(group_block, weights=group_size, minlength=n_blocks)
+        unchanged = size[largest_block] - changed_in_block[largest_block].astype(np.int64)
+        takes_id = group_size[largest] > unchanged
+        keeps = np.zeros(len(starts), dtype=bool)
+        keeps[largest[takes_id]] = True
+        evicted_blocks = largest_block[takes_id & (unchanged > 0)]
+        moved_parts = [np.empty(0, dtype=np.int64)]
+        if len(evicted_blocks):
+            stay = np.isin(block, evicted_blocks)
+            stay[states] = False
+            rest = np.flatnonzero(stay)
+            rest_block = block[rest]
+            old_ids, inverse = np.unique(rest_block, return_inverse=True)
+            new_ids = n_blocks + np.arange(len(old_ids))
+            n_blocks += len(old_ids)
+            size[new_ids] = np.bincount(inverse.reshape(-1))
+            size[old_ids] -= size[new_ids]
+            block_hash[new_ids] = block_hash[old_ids]
+            hash_set[new_ids] = True
+            block[rest] = new_ids[inverse.reshape(-1)]
+            moved_parts.append(rest)
+        block_hash[group_block[keeps]] = group_hash[keeps]
+        hash_set[group_block[keeps]] = True
+        movers = np.flatnonzero(~keeps)
+        new_ids = n_blocks + np.arange(len(movers))
+        n_blocks += len(movers)
+        np.subtract.at(size, group_block[movers], group_size[movers])
+        size[new_ids] = group_size[movers]
+        block_hash[new_ids] = group_hash[movers]
+        hash_set[new_ids] = True
+        member_group = np.cumsum(new_group) - 1
+        target = np.full(len(starts), -1, dtype=np.int64)
+        target[movers] = new_ids
+        moving = target[member_group] >= 0
+        block[states[moving]] = target[member_group][moving]
+        moved_parts.append(states[moving])
+        dirty = np.unique(_gather_ranges(pred, ptr, np.concatenate(moved_parts)))
+    _, block = np.unique(block, return_inverse=True)
+    return block.reshape(-1)
+
+
+def _refine_exact(delta: np.ndarray, accept: np.ndarray, deadline: Deadline) -> np.ndarray:
+    """Plain Moore rounds comparing whole signature rows (no hashing): the fallback."""
     block = accept.astype(np.int64)
     n_blocks = len(np.unique(block))
-    cols = delta.shape[1] + 1
-    weights = _WEIGHTS[:cols] if hashed and cols <= len(_WEIGHTS) else None
     while True:
         deadline.check()
         signature = np.concatenate([block[:, None], block[delta]], axis=1)
-        if weights is not None:
-            keys = (signature.astype(np.uint64) * weights).sum(axis=1, dtype=np.uint64)
-            _, new_block = np.unique(keys, return_inverse=True)
-        else:
-            _, new_block = np.unique(signature, axis=0, return_inverse=True)
+        _, new_block = np.unique(signature, axis=0, return_inverse=True)
         new_block = new_block.reshape(-1)
         new_n = int(new_block.max()) + 1
         if new_n == n_blocks:

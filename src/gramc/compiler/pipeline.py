@@ -16,7 +16,7 @@ from gramc.automata.tables import DFATable
 from gramc.compiler.dfa import build_dfa
 from gramc.compiler.frontends import FRONTENDS
 from gramc.automata.pda_table import PDATable
-from gramc.compiler.ir import Grammar, format_grammar
+from gramc.compiler.ir import Grammar, format_grammar, postorder
 from gramc.compiler.passes import optimize, outline_shared, resolve_token_names
 from gramc.compiler.nfa import thompson_size
 from gramc.compiler.pda import build_pda
@@ -32,9 +32,10 @@ class CompileOptions:
         regex_dialect: ``"unicode"`` (default; ECMA-262 semantics over code points) or
             ``"bytes"`` (classes and ``.`` range over raw bytes). See docs/regex.md.
         json_whitespace, json_max_whitespace, json_additional_properties_default, json_strict,
-        json_max_depth: the JSON Schema options (see :class:`gramc.schemas.SchemaOptions` and
-            docs/json-schema.md). :meth:`to_meta` leaves out the ``json_*`` options that have
-            their default values, so artifacts of other formats keep their bytes.
+        json_max_depth, json_property_order, json_any_order_max_properties: the JSON Schema
+            options (see :class:`gramc.schemas.SchemaOptions` and docs/json-schema.md).
+            :meth:`to_meta` leaves out the ``json_*`` options that have their default values,
+            so artifacts of other formats keep their bytes.
     """
 
     regex_dialect: str = "unicode"
@@ -43,6 +44,8 @@ class CompileOptions:
     json_additional_properties_default: bool = True
     json_strict: bool = False
     json_max_depth: int | None = None
+    json_property_order: str = "schema"
+    json_any_order_max_properties: int = 8
 
     def to_meta(self) -> dict:
         defaults = CompileOptions.__dataclass_fields__
@@ -99,6 +102,26 @@ def build_automaton(grammar: Grammar, limits: Limits = DEFAULT_LIMITS) -> tuple[
             raise err from None
 
 
+#: Above this many nodes written out as a tree, the stored IR text names shared sub-expressions.
+IR_TEXT_MAX_TREE_NODES = 20_000
+
+
+def ir_text(grammar: Grammar) -> str:
+    """The IR text kept in the artifact (``gramc inspect --ir``, golden ``ir.txt``).
+
+    The IR is a DAG: a JSON Schema definition reached through many ``$ref`` paths is one
+    node. Written out as a tree it can be exponentially long (a Kubernetes schema printed
+    to hundreds of megabytes), so large grammars are printed with their shared
+    sub-expressions as ``_shared<k>`` rules: the same language, each part written once.
+    """
+    sizes: dict[int, int] = {}
+    for body in grammar.rules.values():
+        for node in postorder(body):
+            sizes[id(node)] = 1 + sum(sizes[id(c)] for c in node.children())
+    tree = sum(sizes[id(b)] for b in grammar.rules.values())
+    return format_grammar(outline_shared(grammar) if tree > IR_TEXT_MAX_TREE_NODES else grammar)
+
+
 def compile_source(
     source: str,
     format: str = "regex",
@@ -119,6 +142,6 @@ def compile_source(
         "sha256": hashlib.sha256(source.encode("utf-8")).hexdigest(),
         "options": options.to_meta(),
         "compiler_version": __version__,
-        "ir": format_grammar(grammar),
+        "ir": ir_text(grammar),
     }
     return Compiled(grammar, kind, automaton, meta)
