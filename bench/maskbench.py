@@ -74,7 +74,7 @@ BASELINE = REPO / "tests" / "data" / "maskbench_baseline.json"
 BASELINE_VOCAB = "llama3"
 
 ENGINES = ["gramc", "llguidance", "xgrammar"]
-ALL_ENGINES = ENGINES + ["gramc-lazy"]
+ALL_ENGINES = ENGINES + ["gramc-lazy", "gramc-any"]
 OUTCOMES = ["passing", "compile error", "validation error", "invalidation error"]
 FRONTEND_MISSING = "json_schema frontend not available"
 
@@ -84,6 +84,9 @@ ENGINE_OPTIONS = {
              "CompileOptions; art.matcher(max_rollback=0); Matcher.fill_bitmask / commit_token; "
              "gramc.errors.GramcWarning messages recorded",
     "gramc-lazy": "as gramc, with lazy=True (states bound on first use; same masks)",
+    "gramc-any": "as gramc-lazy, with CompileOptions(json_property_order='any') (object members in any "
+                 "order; objects with more than json_any_order_max_properties declared properties keep "
+                 "schema order, with a warning)",
     "llguidance": "LLMatcher(LLTokenizer(gramc token bytes, eos=all EOS ids), "
                   "LLMatcher.grammar_from_json_schema(json.dumps(schema), "
                   "defaults={'whitespace_flexible': True}), log_level=0) — otherwise llguidance's "
@@ -147,6 +150,8 @@ class EngineError(Exception):
 class GramcAdapter:
     name = "gramc"
     lazy = False
+    #: CompileOptions fields, as (name, value) pairs (empty: the defaults).
+    options: tuple = ()
 
     def setup(self, ctx) -> dict:
         import gramc
@@ -173,11 +178,19 @@ class GramcAdapter:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", GramcWarning)
             try:
-                art = gramc.compile(text, format="json_schema", vocab=self.ctx.vocab, lazy=self.lazy)
+                art = gramc.compile(text, format="json_schema", vocab=self.ctx.vocab, lazy=self.lazy,
+                                    options=self.compile_options())
             except gramc.GramcError as e:
                 raise EngineError(type(e).__name__, str(e)) from None
         warns = [str(w.message) for w in caught if issubclass(w.category, GramcWarning)]
         return art.matcher(max_rollback=0), warns
+
+    def compile_options(self):
+        if not self.options:
+            return None
+        from gramc.compiler.pipeline import CompileOptions
+
+        return CompileOptions(**dict(self.options))
 
     def fill(self, m):
         m.fill_bitmask(self.row)
@@ -196,6 +209,11 @@ class GramcAdapter:
 class GramcLazyAdapter(GramcAdapter):
     name = "gramc-lazy"
     lazy = True
+
+
+class GramcAnyAdapter(GramcLazyAdapter):
+    name = "gramc-any"
+    options = (("json_property_order", "any"),)
 
 
 class LlguidanceAdapter:
@@ -280,8 +298,8 @@ class XgrammarAdapter:
         return m
 
 
-ADAPTERS = {"gramc": GramcAdapter, "gramc-lazy": GramcLazyAdapter, "llguidance": LlguidanceAdapter,
-            "xgrammar": XgrammarAdapter}
+ADAPTERS = {"gramc": GramcAdapter, "gramc-lazy": GramcLazyAdapter, "gramc-any": GramcAnyAdapter,
+            "llguidance": LlguidanceAdapter, "xgrammar": XgrammarAdapter}
 
 
 def _allowed(words: np.ndarray, t: int) -> bool:

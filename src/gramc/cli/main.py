@@ -68,9 +68,14 @@ def _progress(enabled: bool):
                    "over-approximating them with a warning.")
 @click.option("--max-depth", type=click.IntRange(min=0), default=None,
               help="JSON Schema: the deepest nesting of arrays/objects (recursive schemas become regular).")
+@click.option("--property-order", type=click.Choice(["schema", "any"]), default="schema", show_default=True,
+              help="JSON Schema: object members in schema order, or in any order.")
+@click.option("--any-order-max-properties", type=click.IntRange(min=0, max=20), default=8, show_default=True,
+              help="JSON Schema, --property-order any: objects with more declared properties keep "
+                   "schema order (with a warning).")
 def compile_cmd(src: str, vocab_spec: str, output: str | None, fmt: str, regex_dialect: str, whitespace: str,
                 max_whitespace: int | None, additional_properties_default: str, strict: bool,
-                max_depth: int | None) -> None:
+                max_depth: int | None, property_order: str, any_order_max_properties: int) -> None:
     """Compile SRC (a regex, grammar or JSON Schema file, or - for stdin) into a .gmask artifact."""
     from gramc.api import compile as compile_artifact
     from gramc.cli.sources import detect_format, read_pattern_file
@@ -88,7 +93,8 @@ def compile_cmd(src: str, vocab_spec: str, output: str | None, fmt: str, regex_d
         artifact = compile_artifact(source, fmt, vocab, options=CompileOptions(
             regex_dialect=regex_dialect, json_whitespace=whitespace, json_max_whitespace=max_whitespace,
             json_additional_properties_default=additional_properties_default == "true", json_strict=strict,
-            json_max_depth=max_depth),
+            json_max_depth=max_depth, json_property_order=property_order,
+            json_any_order_max_properties=any_order_max_properties),
                                     source_name="<stdin>" if src == "-" else src, progress=report)
     if sys.stderr.isatty():
         click.echo("\r\033[K", err=True, nl=False)

@@ -59,7 +59,7 @@ def schema_to_grammar(schema: dict | bool, options: SchemaOptions = SchemaOption
         sys.setrecursionlimit(limit)
     for message in compiler.doc.notes + compiler.notes:
         warnings.warn(GramcWarning(f"{source_name}: {message}"), stacklevel=2)
-    for item in compiler.approximations:
+    for item in compiler.approximations + compiler.restrictions:
         warnings.warn(GramcWarning(f"{source_name}: {item}"), stacklevel=2)
     return grammar, list(compiler.approximations)
 

@@ -24,9 +24,10 @@ from __future__ import annotations
 import warnings
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Iterator
 
-from gramc.compiler.ir import NOTHING, Expr, Grammar, Ref, alt, literal
+from gramc.compiler.ir import NOTHING, Expr, Grammar, Ref, alt, literal, walk
 from gramc.errors import GramcWarning, SchemaError
 from gramc.schemas import leaves
 from gramc.schemas.arrays import ArrayMixin
@@ -35,8 +36,8 @@ from gramc.schemas.combinators import CombinatorMixin
 from gramc.schemas.jsontext import (PLAIN_NUMBER, Whitespace, canonical_string_universe, canonical_text,
                                     kind_of, value_ir)
 from gramc.schemas.langops import difference, intersection
-from gramc.schemas.objects import ObjectMixin
-from gramc.schemas.options import Approximation, SchemaOptions
+from gramc.schemas.objects import ObjectMixin, any_order_body
+from gramc.schemas.options import Approximation, Restriction, SchemaOptions
 from gramc.schemas.refs import Document, display
 from gramc.schemas.validation import ValueChecker
 
@@ -76,6 +77,7 @@ class SchemaCompiler(CombinatorMixin, ObjectMixin, ArrayMixin):
         self.options = options
         self.ws = Whitespace(options.whitespace, options.max_whitespace)
         self.approximations: list[Approximation] = []
+        self.restrictions: list[Restriction] = []
         self.notes: list[str] = []
         self.rules: dict[str, Expr] = {}
         self._checker: ValueChecker | None = None
@@ -97,7 +99,17 @@ class SchemaCompiler(CombinatorMixin, ObjectMixin, ArrayMixin):
     def compile(self) -> Grammar:
         """The grammar of the whole document (start rule ``root``)."""
         expr = self.value(frozenset({Node("")}), 0)
-        return Grammar({"root": expr, **self.rules}, "root")
+        rules = {"root": expr, **self.rules}
+        made = {ref.name for ref in getattr(self, "_member_rules", {}).values()}
+        if made:  # member rules of object bodies that ended up unused (beside a NOTHING)
+            reached, todo = {"root"}, ["root"]
+            while todo:
+                for node in walk(rules[todo.pop()]):
+                    if isinstance(node, Ref) and node.name not in reached and node.name in rules:
+                        reached.add(node.name)
+                        todo.append(node.name)
+            rules = {n: b for n, b in rules.items() if n in reached or n not in made}
+        return Grammar(rules, "root")
 
     # ------------------------------------------------------------ reporting
 
@@ -113,6 +125,15 @@ class SchemaCompiler(CombinatorMixin, ObjectMixin, ArrayMixin):
         item = Approximation(keyword, where, reason)
         if item not in self.approximations:
             self.approximations.append(item)
+
+    def restrict(self, keyword: str, where: str, reason: str) -> None:
+        """Record a restriction of the output language beyond what the options ask for (a
+        subset of the valid documents: reported, never refused, never marks work inexact)."""
+        if self._quiet:
+            return
+        item = Restriction(keyword, where, reason)
+        if item not in self.restrictions:
+            self.restrictions.append(item)
 
     @contextmanager
     def quiet(self) -> Iterator[None]:
@@ -433,6 +454,9 @@ class SchemaCompiler(CombinatorMixin, ObjectMixin, ArrayMixin):
                 raise source.fail("enum", "an array")
         out, seen = [], set()
         checker = self.checker()
+        members = None
+        if self.options.property_order == "any":
+            members = partial(self._listed_members, where=source.where("const" if "const" in source else "enum"))
         for value in candidates:
             if kind_of(value) != kind:
                 continue
@@ -441,8 +465,18 @@ class SchemaCompiler(CombinatorMixin, ObjectMixin, ArrayMixin):
                 continue
             if all(checker.is_valid(p, value) for p in parts):
                 seen.add(text)
-                out.append(value_ir(value, self.ws))
+                out.append(value_ir(value, self.ws, members))
         return alt(*out)
+
+    def _listed_members(self, items: list[Expr], where: str) -> Expr:
+        """The members of a listed object in any order (``property_order="any"``), or in the
+        listed order (reported) when there are more than the option allows."""
+        k = self.options.any_order_max_properties
+        if len(items) > k:
+            self.restrict("enum", where, f"a listed object with {len(items)} members, more than "
+                          f"json_any_order_max_properties={k}, is accepted in its listed member order only")
+            return self.ws.separated(items)
+        return any_order_body(items, [True] * len(items), None, self.ws.comma)[1]
 
     # ------------------------------------------------------------ scalars
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from typing import Any
 
 from gramc.compiler.ir import EMPTY, Expr, alt, byte_class, byte_range, literal, optional, repeat, seq, text
@@ -148,9 +149,11 @@ def canonical_string_universe(any_string: Expr) -> Expr:
     return intersection(any_string, seq(literal(b'"'), repeat(char, 0, None), literal(b'"')))
 
 
-def value_ir(value: Any, ws: Whitespace) -> Expr:
+def value_ir(value: Any, ws: Whitespace, members: Callable[[list[Expr]], Expr] | None = None) -> Expr:
     """The JSON text of a known value: its ``json.dumps`` form (object members in their
-    given order) with ``ws`` between tokens, strings in every spelling."""
+    given order) with ``ws`` between tokens, strings in every spelling. ``members`` (given
+    the member expressions of a non-empty object, nested ones too) builds an object's body
+    in another way than in the given order (``property_order="any"``)."""
     if value is None:
         return literal(b"null")
     if value is True:
@@ -162,11 +165,12 @@ def value_ir(value: Any, ws: Whitespace) -> Expr:
     if isinstance(value, str):
         return string_literal_ir(value)
     if isinstance(value, list):
-        items = [value_ir(v, ws) for v in value]
+        items = [value_ir(v, ws, members) for v in value]
         return ws.wrap(b"[", b"]", not items, ws.separated(items))
     if isinstance(value, dict):
-        members = [ws.member(string_literal_ir(k), value_ir(v, ws)) for k, v in value.items()]
-        return ws.wrap(b"{", b"}", not members, ws.separated(members))
+        items = [ws.member(string_literal_ir(k), value_ir(v, ws, members)) for k, v in value.items()]
+        body = members(items) if members is not None and items else ws.separated(items)
+        return ws.wrap(b"{", b"}", not items, body)
     raise SchemaError(f"{value!r} is not a JSON value")
 
 

@@ -14,6 +14,14 @@ The output language of an object schema (see docs/json-schema.md, "Objects"):
   which patterns they match, so this is exact.
 - ``propertyNames`` restricts both kinds of names; ``minProperties``/``maxProperties`` are
   counted over both.
+
+With ``property_order="any"`` (:func:`any_order_body`) the members may come in any order:
+a subset automaton over "which declared properties were seen" (``2 ** n`` states for ``n``
+declared properties, times the member counts when ``minProperties``/``maxProperties`` must
+be counted), undeclared members allowed between any two members. Each member expression is
+one shared IR node, written once however many states use it. Objects that would need more
+than ``2 ** any_order_max_properties`` states keep schema order, reported as a
+:class:`~gramc.schemas.options.Restriction`.
 """
 
 from __future__ import annotations
@@ -21,7 +29,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
-from gramc.compiler.ir import EMPTY, NOTHING, Alt, Expr, Repeat, Seq, alt, optional, repeat, seq
+from gramc.compiler.ir import EMPTY, NOTHING, Alt, Expr, Ref, Repeat, Seq, alt, optional, repeat, seq
 from gramc.schemas.atoms import FALSE, TRUE, Atom, Neg, Node
 from gramc.schemas.jsontext import string_literal_ir
 from gramc.schemas.langops import difference, intersection, is_empty, matches
@@ -200,7 +208,7 @@ class ObjectMixin:
         if view.hi is not None and view.lo > view.hi:
             return NOTHING
         names_lang = self._names_lang(view, depth)
-        slots = []
+        slots, slot_names = [], []
         for name in view.names:
             member = self._declared_member(view, name, names_lang, depth)
             if member is NOTHING:
@@ -208,6 +216,7 @@ class ObjectMixin:
                     return NOTHING
                 continue
             slots.append((member, name in view.required))
+            slot_names.append(name)
         extra = self._other_members(view, names_lang, depth)
         lo, hi = view.lo, view.hi
         n_required = sum(r for _, r in slots)
@@ -215,6 +224,11 @@ class ObjectMixin:
             lo = 0
         if hi is not None and extra is None and hi >= len(slots):
             hi = None
+        if self.options.property_order == "any" and (len(slots) > 1 or (slots and extra is not None)):
+            where = parts[0].where if parts else "#"
+            got = self._any_order(slots, slot_names, extra, lo, hi, where)
+            if got is not None:
+                return self.ws.wrap(b"{", b"}", *got)
         nullable, body = self._body(slots, extra, lo, hi)
         if (lo or hi is not None) and _tree_size(body, MAX_BODY_SIZE) > MAX_BODY_SIZE:
             where = parts[0].where if parts else "#"
@@ -310,6 +324,46 @@ class ObjectMixin:
 
         return self.string_leaf(None, None, None, None, {})
 
+    # ------------------------------------------------------------ any order
+
+    def _any_order(self, slots: list, names: list[str], extra: Expr | None, lo: int, hi: int | None,
+                   where: str) -> tuple[bool, Expr] | None:
+        """(can be empty, the non-empty bodies) with the members in any order, or None (with
+        a reported restriction) when that needs more states than the option allows."""
+        k = self.options.any_order_max_properties
+        if len(slots) > k:
+            self.restrict("properties", where, f"{len(slots)} declared properties are more than "
+                          f"json_any_order_max_properties={k} (any order needs 2^{len(slots)} states); "
+                          "this object's members are accepted in schema order only")
+            return None
+        required = [r for _, r in slots]
+        if any_order_body([m for m, _ in slots], required, extra, self.ws.comma, lo, hi, max_states=1 << k) is None:
+            self.restrict("minProperties" if lo else "maxProperties", where,
+                          f"counting the members of {len(slots)} declared properties in any order needs "
+                          f"more than 2^{k} states (json_any_order_max_properties={k}); this object's "
+                          "members are accepted in schema order only")
+            return None
+        # Every member (and the undeclared-member alternative) becomes a rule of its own: the
+        # DFA path inlines them again, and when the grammar is compiled as a PDA instead,
+        # each subset state then costs a few nodes (one call per member) rather than a copy
+        # of every remaining member's name.
+        members = [self._member_rule(m, f"member_{_rule_base(name)}") for (m, _), name in zip(slots, names)]
+        extra = None if extra is None else self._member_rule(extra, "other_member")
+        return any_order_body(members, required, extra, self.ws.comma, lo, hi)
+
+    def _member_rule(self, expr: Expr, base: str) -> Expr:
+        """A reference to a rule whose body is ``expr`` (one rule per distinct expression)."""
+        cache = self.__dict__.setdefault("_member_rules", {})
+        ref = cache.get(expr)
+        if ref is None:
+            name, i = base, 2
+            while name in self._names or name == "root":
+                name, i = f"{base}_{i}", i + 1
+            self._names.add(name)
+            self.rules[name] = expr
+            ref = cache[expr] = Ref(name)
+        return ref
+
     # ------------------------------------------------------------ the member sequence
 
     def _body(self, slots: list, extra: Expr | None, lo: int, hi: int | None) -> tuple[bool, Expr]:
@@ -364,6 +418,81 @@ class ObjectMixin:
         return lo == 0, seq(extra, more)
 
 
+def _rule_base(name: str) -> str:
+    base = "".join(c if c.isalnum() or c == "_" else "_" for c in name)[:40].strip("_")
+    return base or "property"
+
+
+class _TooManyStates(Exception):
+    pass
+
+
+def any_order_body(members: list[Expr], required: list[bool], extra: Expr | None, comma: Expr,
+                   lo: int = 0, hi: int | None = None,
+                   max_states: int | None = None) -> tuple[bool, Expr] | None:
+    """(can be empty, the non-empty member sequences) of an object whose declared
+    ``members`` may come in any order, each at most once (the ``required`` ones exactly
+    once), with any number of ``extra`` (undeclared) members anywhere between them, and
+    between ``lo`` and ``hi`` members in all. None when more than ``max_states`` states
+    would be needed.
+
+    ``after(S, c)`` is the rest of the body once the declared members in the set ``S`` and
+    ``c`` members in all have been written (``c`` saturates at ``max(lo, 1)`` when there is
+    no upper bound, and is exactly ``|S|`` when there are no extra members): it may end when
+    every required member is in ``S`` and ``c >= lo``, or continue with a comma and a member
+    not in ``S``, or an extra one. Every ``after`` node and every member is one hash-consed
+    node, so the expression is a DAG of ``O(states * n)`` nodes.
+
+    >>> from gramc.compiler.ir import literal
+    >>> from gramc.schemas.langops import matches
+    >>> a, b = literal(b"a"), literal(b"b")
+    >>> _, body = any_order_body([a, b], [True, False], None, literal(b","))
+    >>> [matches(body, t) for t in (b"a", b"a,b", b"b,a", b"b", b"a,a")]
+    [True, True, True, False, False]
+    """
+    n = len(members)
+    req = sum(1 << i for i, r in enumerate(required) if r)
+    nullable = req == 0 and lo == 0
+    if hi is not None and hi < 1:
+        return nullable, NOTHING
+    saturating = hi is None
+    cap = hi if hi is not None else max(lo, 1)
+    loop = repeat(seq(comma, extra), 0, None) if extra is not None else EMPTY
+    memo: dict[tuple[int, int], Expr] = {}
+
+    def after(seen: int, c: int) -> Expr:
+        key = (seen, c)
+        got = memo.get(key)
+        if got is not None:
+            return got
+        if max_states is not None and len(memo) >= max_states:
+            raise _TooManyStates
+        options = []
+        if seen & req == req and c >= lo:
+            options.append(EMPTY)
+        self_loop = saturating and c == cap
+        if saturating or c < hi:
+            nc = min(c + 1, cap) if saturating else c + 1
+            for i in range(n):
+                if not seen >> i & 1:
+                    options.append(seq(comma, members[i], after(seen | 1 << i, nc)))
+            if extra is not None and not self_loop:
+                options.append(seq(comma, extra, after(seen, nc)))
+        body = alt(*options)
+        if extra is not None and self_loop:
+            body = seq(loop, body)
+        memo[key] = body
+        return body
+
+    try:
+        first = [seq(members[i], after(1 << i, 1)) for i in range(n)]
+        if extra is not None:
+            first.append(seq(extra, after(0, 1)))
+    except _TooManyStates:
+        return None
+    return nullable, alt(*first)
+
+
 def _tree_size(expr: Expr, limit: int) -> int:
     """How many nodes the expression has once shared sub-expressions are expanded (what a
     Thompson construction builds), saturating a little above ``limit``."""
@@ -388,4 +517,4 @@ def _tree_size(expr: Expr, limit: int) -> int:
     return sizes[id(expr)]
 
 
-__all__ = ["ObjectMixin", "ObjectView", "FALSE"]
+__all__ = ["ObjectMixin", "ObjectView", "FALSE", "any_order_body"]

@@ -12,6 +12,10 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 WHITESPACE_MODES = ("flexible", "compact")
+PROPERTY_ORDERS = ("schema", "any")
+#: Default of :attr:`SchemaOptions.any_order_max_properties` (see docs/json-schema.md,
+#: "Property order": measured compile times and automaton sizes).
+ANY_ORDER_MAX_PROPERTIES = 8
 
 
 @dataclass(frozen=True)
@@ -37,6 +41,14 @@ class SchemaOptions:
             schemas into regular ones (a DFA), and forbids deeper documents.
         max_branches: how many combinations of ``anyOf``/``oneOf``/``if``/``not``/dependency
             branches one schema may expand into before the compile is refused.
+        property_order: ``"schema"`` (default): the declared properties of an object appear
+            in schema order, undeclared ones after them; ``"any"``: the members may appear in
+            any order (declared ones at most once each, undeclared ones anywhere between
+            them). See docs/json-schema.md, "Property order".
+        any_order_max_properties: in ``"any"`` mode, an object with more declared
+            properties than this (or whose member counting would need more states than
+            ``2 ** any_order_max_properties``) keeps schema order, with a warning: the
+            automaton over "which properties were seen" has ``2 ** n`` states.
     """
 
     whitespace: str = "flexible"
@@ -45,10 +57,17 @@ class SchemaOptions:
     strict: bool = False
     max_depth: int | None = None
     max_branches: int = 20_000
+    property_order: str = "schema"
+    any_order_max_properties: int = ANY_ORDER_MAX_PROPERTIES
 
     def __post_init__(self) -> None:
         if self.whitespace not in WHITESPACE_MODES:
             raise ValueError(f"whitespace must be one of {WHITESPACE_MODES}, got {self.whitespace!r}")
+        if self.property_order not in PROPERTY_ORDERS:
+            raise ValueError(f"property_order must be one of {PROPERTY_ORDERS}, got {self.property_order!r}")
+        n = self.any_order_max_properties
+        if not isinstance(n, int) or isinstance(n, bool) or not 0 <= n <= 20:
+            raise ValueError(f"any_order_max_properties must be an integer in 0..20, got {n!r}")
         for name in ("max_whitespace", "max_depth"):
             value = getattr(self, name)
             if value is not None and (not isinstance(value, int) or value < 0):
@@ -66,6 +85,8 @@ class SchemaOptions:
                                                    d.additional_properties_default),
             strict=meta.get("json_strict", d.strict),
             max_depth=meta.get("json_max_depth", d.max_depth),
+            property_order=meta.get("json_property_order", d.property_order),
+            any_order_max_properties=meta.get("json_any_order_max_properties", d.any_order_max_properties),
         )
 
 
@@ -80,3 +101,19 @@ class Approximation:
 
     def __str__(self) -> str:
         return f"over-approximated {self.keyword!r} at {self.pointer}: {self.reason}"
+
+
+@dataclass(frozen=True)
+class Restriction:
+    """A place where the output language is smaller than the set of valid documents
+    beyond what the options ask for (``json_property_order="any"`` falling back to schema
+    order for one object): every document it accepts is valid, and some valid ones that the
+    options would have allowed are not generated. Issued as a GramcWarning, never refused in
+    strict mode (strict mode refuses over-approximations only)."""
+
+    keyword: str
+    pointer: str
+    reason: str
+
+    def __str__(self) -> str:
+        return f"restricted {self.keyword!r} at {self.pointer}: {self.reason}"
