@@ -183,6 +183,7 @@ class GramcAdapter:
             except gramc.GramcError as e:
                 raise EngineError(type(e).__name__, str(e)) from None
         warns = [str(w.message) for w in caught if issubclass(w.category, GramcWarning)]
+        self.kind = art.kind
         return art.matcher(max_rollback=0), warns
 
     def compile_options(self):
@@ -370,6 +371,8 @@ def run_schema(ad, ctx, rec: dict, conn) -> dict:
             ad.fill(m)
             first.append(perf_ns())
         res["warnings"] = warns[:20]
+        if getattr(ad, "kind", None):
+            res["kind"] = ad.kind  # gramc: "dfa" or "pda" (recursive schema)
         failures_valid, failures_invalid, notes = [], [], []
         n_tokens = 0
         for k, (ti, valid, kind, text, ids) in enumerate(texts):

@@ -183,3 +183,50 @@ def test_unbound_artifact_needs_a_vocabulary():
         art.matcher()
     bound = art.bind(make_vocab([b"a"]))
     assert bound.matcher().allowed_tokens().tolist() == [0]
+
+
+def _plain_walk(delta, byte_class, trie, states, marker):
+    """The reference: the levelled trie walk alone, no loop shortcut and no token runs."""
+    import gramc.automata.bind as bind
+
+    saved = bind.RUN_SWITCH, bind.LOOP_MIN_BYTES
+    bind.RUN_SWITCH, bind.LOOP_MIN_BYTES = -1, 10**9
+    try:
+        return bind.walk_states(delta, byte_class, trie, states, marker)
+    finally:
+        bind.RUN_SWITCH, bind.LOOP_MIN_BYTES = saved
+
+
+def _walk_sets(emits, hits, trie):
+    ends = {(int(r), int(t), int(s), int(d)) for rr, tt, ss, dd in emits for r, t, s, d in zip(rr, tt, ss, dd)}
+    covered = {(int(r), p) for rr, lo, hi in hits for r, a, b in zip(rr, lo, hi) for p in range(a, b)}
+    return ends, covered
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.data())
+def test_loop_shortcut_and_token_runs_walk_like_the_trie(data):
+    """The string-body shortcut (tokens made of self-loop bytes) and the one-token-at-a-time
+    runs (with skips over runs of equal bytes) give exactly the levelled trie walk's emits and
+    marker hits, on random automata over the real gpt2 vocabulary (tokens of 64 spaces)."""
+    from gramc.automata.bind import walk_states
+    from gramc.automata.trie import trie_for
+    from gramc.vocab import load_vocab
+
+    trie = trie_for(load_vocab("gpt2"))
+    n = data.draw(st.integers(2, 8))
+    n_classes = data.draw(st.integers(1, 6))
+    byte_class = np.array(data.draw(st.lists(st.integers(0, n_classes - 1), min_size=256, max_size=256)),
+                          dtype=np.uint8)
+    delta = np.array(data.draw(st.lists(st.lists(st.integers(0, n - 1), min_size=n_classes,
+                                                 max_size=n_classes), min_size=n, max_size=n)), dtype=np.int32)
+    delta[0] = 0  # the dead state
+    for q in data.draw(st.lists(st.integers(1, n - 1), max_size=3)):
+        delta[q, data.draw(st.integers(0, n_classes - 1))] = q  # self-loops: string-body-like states
+    delta[1, byte_class[ord("a")]] = 1
+    delta[1, byte_class[ord(" ")]] = 1
+    marker = np.array(data.draw(st.lists(st.booleans(), min_size=n, max_size=n))) if data.draw(st.booleans()) else None
+    states = np.arange(n)
+    got = _walk_sets(*walk_states(delta, byte_class, trie, states, marker), trie)
+    want = _walk_sets(*_plain_walk(delta, byte_class, trie, states, marker), trie)
+    assert got == want

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gramc.automata.bind import walk_trie, STATE_CHUNK
+from gramc.automata.bind import STATE_CHUNK, walk_states
 from gramc.automata.pda_table import PDATable
 from gramc.automata.tables import DEAD
 from gramc.automata.trie import TokenTrie
@@ -151,7 +151,7 @@ def bind_nodes(table: PDATable, trie: TokenTrie, nodes: np.ndarray, depth: int =
     for lo in range(0, len(nodes), STATE_CHUNK):
         chunk = np.asarray(nodes[lo : lo + STATE_CHUNK], dtype=np.int64)
         states = x.start[chunk]
-        emits, hits = walk_trie(x.delta, table.byte_class, trie, states, x.marker)
+        emits, hits = walk_states(x.delta, table.byte_class, trie, states, x.marker)
         accepted = np.zeros((len(chunk), V), dtype=bool)
         unc = _ranges_to_mask(hits, len(chunk), trie)
         srows, scols = np.nonzero(x.delta[states][:, nbc:] != DEAD)

@@ -9,7 +9,7 @@ them whole sub-trees) as it goes.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from os.path import commonprefix
 
 import numpy as np
@@ -55,6 +55,14 @@ class TokenTrie:
     vocab_size: int
     levels: tuple[Level, ...]  # levels[0] is depth 1
     sorted_ids: np.ndarray  # int32: the byte-matched token ids in byte order
+    #: The tokens' bytes back to back in ``sorted_ids`` order, with each token's offset
+    #: and length (for walks that run whole tokens rather than the trie, see ``loop_split``).
+    blob: np.ndarray = field(default_factory=lambda: np.zeros(0, np.uint8))
+    offsets: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    lengths: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    #: For each byte of ``blob``: where the run of equal bytes it starts ends (within its token).
+    run_end: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    _loop_cache: dict = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def n_nodes(self) -> int:
@@ -102,7 +110,41 @@ class TokenTrie:
             )
             node[sel] = nid
             n_prev = len(parent)
-        return cls(vocab_size=vocab.size, levels=tuple(levels), sorted_ids=ids)
+        boundary = np.ones(len(blob) + 1, dtype=bool)  # a run starts here (or the blob ends)
+        boundary[1:-1] = blob[1:] != blob[:-1]
+        boundary[offsets] = True
+        starts = np.flatnonzero(boundary)
+        run_end = starts[np.searchsorted(starts, np.arange(len(blob)), side="right")]
+        return cls(vocab_size=vocab.size, levels=tuple(levels), sorted_ids=ids, blob=blob,
+                   offsets=offsets, lengths=lens, run_end=run_end)
+
+    def loop_split(self, loop: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Split the tokens by a set of bytes ``loop`` (bool ``[256]``).
+
+        Returns ``(inside, exits, exit_at)``: the sorted positions of the tokens made only of
+        ``loop`` bytes, of the others, and for each of the others the index of its first byte
+        outside ``loop``. From a state whose ``loop`` bytes all lead back to itself, the
+        inside tokens return to that state and the others need running only from ``exit_at``
+        (see :func:`gramc.automata.bind.bind_states`). Cached per byte set.
+        """
+        key = np.packbits(loop).tobytes()
+        hit = self._loop_cache.get(key)
+        if hit is None:
+            bad = np.flatnonzero(~loop[self.blob])
+            owner = np.searchsorted(self.offsets, bad, side="right") - 1
+            exits, first = np.unique(owner, return_index=True)
+            exit_at = bad[first] - self.offsets[exits]
+            inside = np.ones(len(self.sorted_ids), dtype=bool)
+            inside[exits] = False
+            hit = (np.flatnonzero(inside), exits, exit_at)
+            if len(self._loop_cache) >= LOOP_CACHE_SIZE:
+                self._loop_cache.pop(next(iter(self._loop_cache)))
+            self._loop_cache[key] = hit
+        return hit
+
+
+#: Byte sets whose token split a trie keeps (JSON needs a handful: string bodies, patterns).
+LOOP_CACHE_SIZE = 32
 
 
 _TRIE_CACHE: dict[str, TokenTrie] = {}
