@@ -7,6 +7,7 @@ IR expression for it.
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Callable
 
 import numpy as np
@@ -42,11 +43,23 @@ def dfa_to_ir(delta: np.ndarray, accept: np.ndarray, start: int, masks: list[int
         if accept[p]:
             add(p, dst, EMPTY)
     add(src, start, EMPTY)
-    remaining = set(range(1, n))
-    while remaining:
-        k = min(remaining, key=lambda s: (len(inn[s]) * len(out[s]), s))
-        remaining.discard(k)
+    # Cheapest state first, from a heap with stale entries skipped: recomputing the minimum
+    # over every remaining state per elimination is quadratic (a maxLength-500 pattern
+    # product has tens of thousands of states).
+    cost = lambda s: len(inn[s]) * len(out[s])  # noqa: E731
+    heap = [(cost(s), s) for s in range(1, n)]
+    heapq.heapify(heap)
+    done = [False] * n
+    while heap:
+        c, k = heapq.heappop(heap)
+        if done[k] or c != cost(k):
+            continue
+        done[k] = True
+        touched = set(inn[k]) | set(out[k])
         _eliminate(k, out, inn, add)
+        for t in touched:
+            if 0 < t < n and not done[t]:
+                heapq.heappush(heap, (cost(t), t))
     return out[src].get(dst, NOTHING)
 
 
