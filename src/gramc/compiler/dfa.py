@@ -102,6 +102,9 @@ def minimize(delta: np.ndarray, accept: np.ndarray, deadline: Deadline) -> np.nd
     a congruence that respects acceptance, which makes it language-preserving whatever the
     hashes did, and recomputed exactly (:func:`_refine_exact`) if it is not.
     """
+    used = delta.any(axis=0)
+    if not used.all():  # a PDA rule's table has a column per rule, mostly never taken
+        delta = np.ascontiguousarray(delta[:, used])
     block = _refine_incremental(delta, accept, deadline)
     if _is_congruence(delta, accept, block):
         return block
@@ -252,18 +255,23 @@ def canonical(delta: np.ndarray, accept: np.ndarray, block: np.ndarray, start: i
     q_delta = block[delta[rep]]
     q_accept = accept[rep]
     dead_block, start_block = int(block[DEAD]), int(block[start])
-    order = {dead_block: 0}
+    # Breadth-first numbering one level at a time (the same order as a FIFO queue: a level's
+    # states in number order, each one's successors in column order, first sight wins).
+    number = np.full(n_blocks, -1, dtype=np.int64)
+    number[dead_block] = 0
+    count = 1
+    frontier = np.zeros(0, dtype=np.int64)
     if start_block != dead_block:
-        queue = deque([start_block])
-        order[start_block] = 1
-        while queue:
-            b = queue.popleft()
-            for t in q_delta[b]:
-                t = int(t)
-                if t not in order:
-                    order[t] = len(order)
-                    queue.append(t)
-    old = np.array(sorted(order, key=order.get), dtype=np.int64)
+        number[start_block], count = 1, 2
+        frontier = np.array([start_block], dtype=np.int64)
+    while len(frontier):
+        succ = q_delta[frontier].reshape(-1)
+        unseen = succ[number[succ] < 0]
+        _, first = np.unique(unseen, return_index=True)
+        frontier = unseen[np.sort(first)]
+        number[frontier] = np.arange(count, count + len(frontier))
+        count += len(frontier)
+    old = np.argsort(np.where(number >= 0, number, n_blocks + 1))[:count]
     renumber = np.zeros(n_blocks, dtype=np.int32)
     renumber[old] = np.arange(len(old), dtype=np.int32)
     new_delta = renumber[q_delta[old]].astype(np.int32)

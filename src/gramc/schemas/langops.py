@@ -15,16 +15,13 @@ True
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from functools import lru_cache
 
-import numpy as np
-
 from gramc.automata.tables import DEAD, DFATable
-from gramc.compiler.dfa import build_dfa, canonical, minimize
-from gramc.compiler.regular import dfa_to_ir
+from gramc.compiler.dfa import build_dfa
 from gramc.compiler.ir import NOTHING, Expr, Grammar
-from gramc.limits import DEFAULT_LIMITS, Deadline
+from gramc.compiler.regular import combine, dfa_to_ir
+from gramc.limits import DEFAULT_LIMITS
 
 __all__ = ["dfa_of", "intersection", "difference", "is_empty", "matches", "dfa_to_ir"]
 
@@ -53,7 +50,7 @@ def intersection(a: Expr, b: Expr) -> Expr:
         return NOTHING
     if a is b:
         return a
-    return _product(a, b, lambda x, y: x and y)
+    return combine(dfa_of(a), dfa_of(b), True, DEFAULT_LIMITS)
 
 
 def difference(a: Expr, b: Expr) -> Expr:
@@ -62,41 +59,4 @@ def difference(a: Expr, b: Expr) -> Expr:
         return NOTHING
     if b is NOTHING:
         return a
-    return _product(a, b, lambda x, y: x and not y)
-
-
-def _product(a: Expr, b: Expr, accept_fn: Callable[[bool, bool], bool]) -> Expr:
-    da, db = dfa_of(a), dfa_of(b)
-    if da.start == DEAD:
-        return NOTHING
-    key = da.byte_class.astype(np.int64) * 256 + db.byte_class.astype(np.int64)
-    cols, inverse = np.unique(key, return_inverse=True)
-    col_a, col_b = (cols // 256).tolist(), (cols % 256).tolist()
-    masks = [0] * len(cols)
-    for byte, c in enumerate(inverse.reshape(-1).tolist()):
-        masks[c] |= 1 << byte
-    index: dict[tuple[int, int], int] = {(da.start, db.start): 1}
-    pairs = [(da.start, db.start)]
-    rows: list[list[int]] = [[DEAD] * len(cols)]
-    accept: list[bool] = [False]
-    k = 0
-    while k < len(pairs):
-        x, y = pairs[k]
-        k += 1
-        row = []
-        for ca, cb in zip(col_a, col_b):
-            nxt = (int(da.delta[x, ca]), int(db.delta[y, cb]) if y != DEAD else DEAD)
-            if nxt[0] == DEAD:
-                row.append(DEAD)
-                continue
-            if nxt not in index:
-                index[nxt] = len(index) + 1
-                pairs.append(nxt)
-                DEFAULT_LIMITS.check("max_dfa_states", len(index))
-            row.append(index[nxt])
-        rows.append(row)
-        accept.append(accept_fn(bool(da.accept[x]), y != DEAD and bool(db.accept[y])))
-    delta, acc = np.array(rows, dtype=np.int64), np.array(accept, dtype=bool)
-    block = minimize(delta, acc, Deadline(DEFAULT_LIMITS.max_compile_seconds))
-    delta, acc, start = canonical(delta, acc, block, start=1)
-    return dfa_to_ir(delta, acc, start, masks)
+    return combine(dfa_of(a), dfa_of(b), False, DEFAULT_LIMITS)

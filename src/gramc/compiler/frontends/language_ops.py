@@ -16,10 +16,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 
-import numpy as np
-
-from gramc.automata.tables import DEAD, DFATable
-from gramc.compiler.dfa import build_dfa, canonical, minimize
+from gramc.automata.tables import DFATable
+from gramc.compiler.dfa import build_dfa
 from gramc.compiler.ir import (
     EMPTY,
     NOTHING,
@@ -37,9 +35,9 @@ from gramc.compiler.ir import (
     repeat,
     seq,
 )
-from gramc.compiler.regular import dfa_to_ir
+from gramc.compiler.regular import combine
 from gramc.errors import LimitExceededError, Span, UnsupportedFeatureError
-from gramc.limits import DEFAULT_LIMITS, Deadline, Limits
+from gramc.limits import DEFAULT_LIMITS, Limits
 
 # ---------------------------------------------------------------- walking and rewriting
 
@@ -184,12 +182,7 @@ def difference(lhs: Expr, rhs: Expr, rules: Mapping[str, Expr], *,
     """
     a = _side_dfa(lhs, rules, "left", span, limits)
     b = _side_dfa(rhs, rules, "right", span, limits)
-    if a.start == DEAD:
-        return NOTHING
-    delta, accept, masks = _product(a, b, limits)
-    block = minimize(delta, accept, Deadline(limits.max_compile_seconds))
-    delta, accept, start = canonical(delta, accept, block, start=1)
-    return dfa_to_ir(delta, accept, start, masks)
+    return combine(a, b, False, limits)
 
 
 def _side_dfa(expr: Expr, rules: Mapping[str, Expr], side: str, span: Span | None,
@@ -232,36 +225,3 @@ def _reachable(g: Grammar) -> set[str]:
             seen.add(name)
             todo.extend(referenced(g.rules[name]))
     return seen
-
-
-def _product(a: DFATable, b: DFATable, limits: Limits) -> tuple[np.ndarray, np.ndarray, list[int]]:
-    """The product DFA of ``a`` and not-``b`` (state 0 dead, 1 start) and its column masks."""
-    key = a.byte_class.astype(np.int64) * 256 + b.byte_class.astype(np.int64)
-    cols, inverse = np.unique(key, return_inverse=True)
-    col_a, col_b = (cols // 256).tolist(), (cols % 256).tolist()
-    masks = [0] * len(cols)
-    for byte, c in enumerate(inverse.reshape(-1).tolist()):
-        masks[c] |= 1 << byte
-    index: dict[tuple[int, int], int] = {}
-    rows: list[list[int]] = [[DEAD] * len(cols)]
-    accept: list[bool] = [False]
-    pairs = [(a.start, b.start)]  # a breadth-first worklist; pairs[i] is state i + 1
-    index[pairs[0]] = 1
-    k = 0
-    while k < len(pairs):
-        x, y = pairs[k]
-        k += 1
-        row = []
-        for ca, cb in zip(col_a, col_b):
-            nxt = (int(a.delta[x, ca]), int(b.delta[y, cb]))
-            if nxt[0] == DEAD:
-                row.append(DEAD)
-                continue
-            if nxt not in index:
-                index[nxt] = len(index) + 1
-                pairs.append(nxt)
-                limits.check("max_dfa_states", len(index))
-            row.append(index[nxt])
-        rows.append(row)
-        accept.append(bool(a.accept[x]) and not bool(b.accept[y]))
-    return np.array(rows, dtype=np.int64), np.array(accept, dtype=bool), masks
