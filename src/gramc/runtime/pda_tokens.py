@@ -124,9 +124,14 @@ class PDATokenTable:
         out = np.bitwise_or.reduce(np.stack([a for a, _ in rows]), axis=0) if rows else \
             np.zeros(self.n_words, np.uint32)
         out = out.copy()
-        cands = np.unique(np.concatenate([u for _, u in rows])) if rows else np.zeros(0, np.int64)
+        # Uncertain ids of all nodes, minus the accepted ones: a scatter over the vocabulary
+        # (rows hold up to ~100k ids; np.unique of them cost ~8 ms per new configuration).
+        flags = np.zeros(self.n_words * 32, dtype=bool)
+        for _, u in rows:
+            flags[u] = True
+        flags &= ~np.unpackbits(out.view(np.uint8), bitorder="little").view(bool)
+        cands = np.flatnonzero(flags)
         if len(cands):
-            cands = cands[(out[cands >> 5] >> (cands & 31).astype(np.uint32)) & 1 == 0]
             for t in self._check(chart, cands):
                 out[t >> 5] |= np.uint32(1 << (t & 31))
         if self.eos_ids and self.parser.is_complete(chart[-1]):
