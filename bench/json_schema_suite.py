@@ -84,9 +84,11 @@ def _alarm(signum, frame):
     raise _Timeout()
 
 
-def run_group(rec: dict, time_limit_s: float = 60.0) -> dict:
-    """Compile one group's schema and check each case: {"cases": [category...], ...}."""
+def run_group(rec: dict, time_limit_s: float = 60.0, options: dict | None = None) -> dict:
+    """Compile one group's schema and check each case: {"cases": [category...], ...}.
+    ``options``: CompileOptions fields (None: the defaults)."""
     import gramc
+    from gramc.compiler.pipeline import CompileOptions
     from gramc.errors import GramcWarning
     from gramc.runtime.check import check_artifact
 
@@ -99,7 +101,8 @@ def run_group(rec: dict, time_limit_s: float = 60.0) -> dict:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", GramcWarning)
             try:
-                art = gramc.compile(json.dumps(rec["schema"]), format="json_schema")
+                art = gramc.compile(json.dumps(rec["schema"]), format="json_schema",
+                                    options=CompileOptions(**(options or {})))
                 err = None
             except gramc.GramcError as e:
                 err = f"{type(e).__name__}: {e}"
@@ -151,7 +154,8 @@ def _run_group_star(args):
     return run_group(*args)
 
 
-def run_suite(records: list[dict], time_limit_s: float = 60.0, log=None, workers: int = 1) -> dict:
+def run_suite(records: list[dict], time_limit_s: float = 60.0, log=None, workers: int = 1,
+              options: dict | None = None) -> dict:
     """{case id: category} plus the per-group results; ``workers`` forked processes share the groups."""
     cases: dict[str, str] = {}
     groups = []
@@ -163,10 +167,10 @@ def run_suite(records: list[dict], time_limit_s: float = 60.0, log=None, workers
 
         frontend_available()
         pool = multiprocessing.get_context("fork").Pool(workers, maxtasksperchild=50)
-        it = pool.imap(_run_group_star, [(rec, time_limit_s) for rec in records], chunksize=1)
+        it = pool.imap(_run_group_star, [(rec, time_limit_s, options) for rec in records], chunksize=1)
     else:
         pool = None
-        it = (run_group(rec, time_limit_s) for rec in records)
+        it = (run_group(rec, time_limit_s, options) for rec in records)
     for rec, g in zip(records, it):
         groups.append(g)
         for cid, cat in zip(case_ids(rec), g["cases"]):
@@ -241,7 +245,10 @@ def main(argv=None) -> int:
     ap.add_argument("--update", action="store_true", help="rewrite the test's baseline (deliberately)")
     ap.add_argument("--workers", type=int, default=1, help="processes (the verdicts do not depend on it)")
     ap.add_argument("--verbose", action="store_true", help="print every group that is not all correct")
+    ap.add_argument("--property-order", choices=["schema", "any"], default="schema",
+                    help="json_property_order (the baseline is written with the default)")
     args = ap.parse_args(argv)
+    options = {"json_property_order": args.property_order}
     if not frontend_available():
         print("gramc: json_schema frontend not available (gramc.compile(..., format='json_schema') "
               "says unknown source format)")
@@ -257,7 +264,7 @@ def main(argv=None) -> int:
                   + (f"  remote {g['remote']}" if g["remote"] else ""))
 
     t0 = time.monotonic()
-    result = run_suite(records, args.time_limit, log, args.workers)
+    result = run_suite(records, args.time_limit, log, args.workers, options)
     rows = per_file(records, result)
     md = markdown(rows)
     print(md)
@@ -269,8 +276,8 @@ def main(argv=None) -> int:
                        + "\n")
         out.with_suffix(".md").write_text(md + "\n")
     if args.update:
-        if args.file:
-            raise SystemExit("--update needs the whole suite (no --file)")
+        if args.file or args.property_order != "schema":
+            raise SystemExit("--update needs the whole suite with the default options")
         write_baseline(result)
         print(f"wrote {BASELINE}")
     return 0
