@@ -106,3 +106,33 @@ def test_llama_cpp_json_grammar_on_gpt2(gpt2):
         tokens.append(by_bytes[doc[pos:end]])
         pos = end
     walk(text, gpt2, tokens)
+
+
+@pytest.mark.parametrize("max_states", [50_000, 800])
+def test_lazy_expansion_gives_the_global_node_rows(gpt2, max_states):
+    """Lazy binding grows the expanded automaton one node region at a time. With room for
+    the whole expansion, every node's accepted/uncertain rows equal the global ones; with a
+    tiny budget (regions built afresh, then at smaller depths) accepted tokens can only move
+    to uncertain, never appear or vanish: the runtime check keeps masks exact either way."""
+    from gramc.automata.pda_bind import LazyExpansion, bind_nodes, expand
+    from gramc.automata.trie import trie_for
+    from gramc.compiler.passes import optimize
+    from gramc.compiler.pda import build_pda
+
+    table = build_pda(optimize(parse_gbnf(shared_path("corpora", "gbnf", "json.gbnf").read_text())))
+    trie = trie_for(gpt2[0])
+    nodes = np.arange(1, table.n_nodes)
+    whole = bind_nodes(table, trie, nodes, 2, expand(table, 2))
+    lazy = LazyExpansion(table, 2, max_states)
+    for k, n in enumerate(nodes.tolist()):
+        row = bind_nodes(table, trie, np.array([n]), 2, lazy.automaton_for(n))
+        want_acc = np.unpackbits(whole.accepted[k].view(np.uint8), bitorder="little")
+        got_acc = np.unpackbits(row.accepted[0].view(np.uint8), bitorder="little")
+        want_unc = set(whole.unc_ids[whole.unc_indptr[k]:whole.unc_indptr[k + 1]].tolist())
+        got_unc = set(row.unc_ids.tolist())
+        if max_states == 50_000:
+            assert np.array_equal(got_acc, want_acc) and got_unc == want_unc, n
+        else:  # depth-2 regions of json.gbnf reach 1,524 states: some nodes get depth 1
+            assert not (got_acc & ~want_acc).any(), n  # nothing newly accepted
+            want_any = set(np.flatnonzero(want_acc).tolist()) | want_unc
+            assert want_any <= set(np.flatnonzero(got_acc).tolist()) | got_unc, n

@@ -57,31 +57,81 @@ def expand(table: PDATable, depth: int = DEFAULT_DEPTH, max_states: int = MAX_EX
     """
     for d in range(depth, -1, -1):
         try:
-            return _expand(table, d, max_states)
-        except _TooLarge:
+            grown = Expansion(table, d, max_states)
+            grown.add_nodes(range(1, table.n_nodes))
+            return grown.automaton()
+        except TooLarge:
             continue
+    raise _too_large(max_states)
+
+
+def _too_large(max_states: int):
     from gramc.errors import LimitExceededError
 
-    raise LimitExceededError("max_expanded_states", max_states, max_states,
-                             "the grammar's rule regions are too large to precompute")
+    return LimitExceededError("max_expanded_states", max_states, max_states,
+                              "the grammar's rule regions are too large to precompute")
 
 
-class _TooLarge(Exception):
-    pass
+class TooLarge(Exception):
+    """The expanded automaton would exceed its state budget."""
 
 
-def _expand(table: PDATable, depth: int, max_states: int) -> ExpandedDFA:
-    n_cols = table.n_byte_classes + len(table.token_ids)
-    rows = table.delta[:, :n_cols].tolist()
-    live = [[c for c, t in enumerate(row) if t != DEAD] for row in rows]
-    calls, accept, rule_start = table.calls(), table.accept.tolist(), table.rule_start.tolist()
-    node_rule = table.node_rule.tolist()
-    returns: dict[int, list[int]] = {}
-    for callees in calls:
-        for r, ret in callees:
-            returns.setdefault(r, []).append(ret)
+class LazyExpansion:
+    """The expanded automaton grown one node region at a time, for lazy binding.
 
-    def close(configs: set[Config]) -> tuple[frozenset[Config], bool]:
+    A global :func:`expand` of a large schema exceeds its budget at depth 2 and falls back
+    to depth 0, where every call is marked and nearly every token of a value position is
+    uncertain (checked one by one with the Earley parser at run time: seconds per mask).
+    Grown per node, only the regions of the nodes a parse reaches are built, at full depth;
+    a node whose region does not fit is built at the next depth down (node rows computed at
+    different depths are all exact: depth only moves tokens between accepted and uncertain).
+    """
+
+    def __init__(self, table: PDATable, depth: int = DEFAULT_DEPTH, max_states: int = MAX_EXPANDED_STATES):
+        self.table, self.max_states = table, max_states
+        self.current = Expansion(table, depth, max_states)
+
+    def automaton_for(self, node: int) -> ExpandedDFA:
+        """An expanded automaton whose ``start[node]`` is built."""
+        while True:
+            try:
+                self.current.add_nodes([node])
+                return self.current.automaton()
+            except TooLarge:
+                # Full of other nodes' regions: start afresh at the same depth; too large on
+                # its own: one call level less (for this node and the ones after it).
+                fresh = self.current.n_started == 0
+                if fresh and self.current.depth == 0:
+                    raise _too_large(self.max_states) from None
+                depth = self.current.depth - 1 if fresh else self.current.depth
+                self.current = Expansion(self.table, depth, self.max_states)
+
+
+class Expansion:
+    """Subset construction over (call path, node, outside) configurations, grown on demand:
+    :meth:`add_nodes` builds the regions of more nodes, :meth:`automaton` gives the arrays."""
+
+    def __init__(self, table: PDATable, depth: int, max_states: int):
+        self.depth, self.max_states = depth, max_states
+        self.n_cols = table.n_byte_classes + len(table.token_ids)
+        self.rows = table.delta[:, : self.n_cols].tolist()
+        self.live = [[c for c, t in enumerate(row) if t != DEAD] for row in self.rows]
+        self.calls, self.accept = table.calls(), table.accept.tolist()
+        self.rule_start, self.node_rule = table.rule_start.tolist(), table.node_rule.tolist()
+        self.returns: dict[int, list[int]] = {}
+        for callees in self.calls:
+            for r, ret in callees:
+                self.returns.setdefault(r, []).append(ret)
+        self.index: dict[frozenset[Config], int] = {frozenset(): DEAD}
+        self.marks, self.insides, self.table_rows = [False], [False], [[DEAD] * self.n_cols]
+        self.start = np.zeros(table.n_nodes, dtype=np.int64)  # 0: not built (node 0 is unused)
+        self.n_started = 0  # nodes whose region was built completely
+        self._built = 1  # states whose rows are in the arrays below (capacity doubles)
+        self._delta = np.zeros((1, self.n_cols), dtype=np.int32)
+        self._marker = np.zeros(1, dtype=bool)
+        self._inside = np.zeros(1, dtype=bool)
+
+    def _close(self, configs: set[Config]) -> tuple[frozenset[Config], bool]:
         out: set[Config] = set()
         marked, work = False, list(configs)
         while work:
@@ -90,46 +140,63 @@ def _expand(table: PDATable, depth: int, max_states: int) -> ExpandedDFA:
                 continue
             out.add(cfg)
             path, n, outside = cfg
-            for r, ret in calls[n]:
-                if len(path) < depth and not outside:
-                    work.append((path + (ret,), rule_start[r], outside))
+            for r, ret in self.calls[n]:
+                if len(path) < self.depth and not outside:
+                    work.append((path + (ret,), self.rule_start[r], outside))
                 else:  # too deep, or outside (kept shallow: it only filters uncertain tokens)
                     marked = True
-            if accept[n]:
+            if self.accept[n]:
                 if path:
                     work.append((path[:-1], path[-1], outside))
                 else:
-                    work.extend(((), ret, True) for ret in returns.get(node_rule[n], ()))
+                    work.extend(((), ret, True) for ret in self.returns.get(self.node_rule[n], ()))
         return frozenset(out), marked
 
-    index: dict[frozenset[Config], int] = {frozenset(): DEAD}
-    marks, insides, table_rows, work = [False], [False], [[DEAD] * n_cols], []
-
-    def state_of(configs: set[Config]) -> int:
-        key, marked = close(configs)
-        if key not in index:
-            if len(index) >= max_states:
-                raise _TooLarge
-            index[key] = len(marks)
-            marks.append(marked)
-            insides.append(any(not outside for _, _, outside in key))
-            table_rows.append(None)
+    def _state_of(self, configs: set[Config], work: list) -> int:
+        key, marked = self._close(configs)
+        state = self.index.get(key)
+        if state is None:
+            if len(self.index) >= self.max_states:
+                raise TooLarge
+            state = self.index[key] = len(self.marks)
+            self.marks.append(marked)
+            self.insides.append(any(not outside for _, _, outside in key))
+            self.table_rows.append(None)
             work.append(key)
-        return index[key]
+        return state
 
-    start = [DEAD] + [state_of({((), n, False)}) for n in range(1, table.n_nodes)]
-    while work:
-        key = work.pop()
-        moves: dict[int, set[Config]] = {}
-        for path, n, outside in key:
-            for c in live[n]:
-                moves.setdefault(c, set()).add((path, rows[n][c], outside))
-        row = [DEAD] * n_cols
-        for c, targets in moves.items():
-            row[c] = state_of(targets)
-        table_rows[index[key]] = row
-    return ExpandedDFA(np.array(table_rows, dtype=np.int32), np.array(marks, dtype=bool),
-                       np.array(insides, dtype=bool), np.array(start, dtype=np.int64))
+    def add_nodes(self, nodes) -> None:
+        """Build the regions of ``nodes`` (those not built yet); :class:`TooLarge` past the budget."""
+        work: list[frozenset[Config]] = []
+        for n in nodes:
+            if not self.start[n]:
+                self.start[n] = self._state_of({((), n, False)}, work)
+        while work:
+            key = work.pop()
+            moves: dict[int, set[Config]] = {}
+            for path, n, outside in key:
+                for c in self.live[n]:
+                    moves.setdefault(c, set()).add((path, self.rows[n][c], outside))
+            row = [DEAD] * self.n_cols
+            for c, targets in moves.items():
+                row[c] = self._state_of(targets, work)
+            self.table_rows[self.index[key]] = row
+        self.n_started = int(np.count_nonzero(self.start))
+
+    def automaton(self) -> ExpandedDFA:
+        """The arrays of every state built so far (grown in place, capacity doubling)."""
+        n = len(self.marks)
+        if n > self._built:
+            if n > len(self._delta):
+                cap = max(n, 2 * len(self._delta))
+                self._delta = np.concatenate([self._delta, np.zeros((cap - len(self._delta), self.n_cols), np.int32)])
+                self._marker = np.concatenate([self._marker, np.zeros(cap - len(self._marker), bool)])
+                self._inside = np.concatenate([self._inside, np.zeros(cap - len(self._inside), bool)])
+            self._delta[self._built:n] = np.array(self.table_rows[self._built:n], dtype=np.int32).reshape(-1, self.n_cols)
+            self._marker[self._built:n] = self.marks[self._built:n]
+            self._inside[self._built:n] = self.insides[self._built:n]
+            self._built = n
+        return ExpandedDFA(self._delta[:n], self._marker[:n], self._inside[:n], self.start.copy())
 
 
 @dataclass(frozen=True, eq=False)

@@ -13,7 +13,7 @@ from typing import Sequence
 
 import numpy as np
 
-from gramc.automata.pda_bind import NodeTokens, bind_nodes, expand
+from gramc.automata.pda_bind import LazyExpansion, NodeTokens, bind_nodes
 from gramc.automata.pda_table import PDATable
 from gramc.automata.trie import TokenTrie
 from gramc.runtime.bitmask import n_words, unpack_row
@@ -58,7 +58,7 @@ class PDATokenTable:
             for n in range(1, table.n_nodes):
                 self._install(n, nodes, n - 1)
         self._trie, self._depth = trie, depth
-        self._expanded = expand(table, depth) if nodes is None else None
+        self._expansion = LazyExpansion(table, depth) if nodes is None else None
         self._rank: np.ndarray | None = None
         if trie is not None:
             self._rank = np.zeros(self.vocab_size, dtype=np.int64)
@@ -69,7 +69,7 @@ class PDATokenTable:
 
     @property
     def is_lazy(self) -> bool:
-        return self._expanded is not None
+        return self._expansion is not None
 
     def _install(self, node: int, nodes: NodeTokens, row: int) -> None:
         self._acc[node] = nodes.accepted[row]
@@ -78,7 +78,8 @@ class PDATokenTable:
     def node_row(self, node: int) -> tuple[np.ndarray, np.ndarray]:
         """(accepted bitmask row, uncertain ids) of ``node``, binding it first if lazy."""
         if self._acc[node] is None:
-            nodes = bind_nodes(self.table, self._trie, np.array([node]), self._depth, self._expanded)
+            x = self._expansion.automaton_for(node)
+            nodes = bind_nodes(self.table, self._trie, np.array([node]), self._depth, x)
             self._install(node, nodes, 0)
         return self._acc[node], self._unc[node]
 
