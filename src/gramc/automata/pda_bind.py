@@ -79,12 +79,13 @@ class TooLarge(Exception):
 class LazyExpansion:
     """The expanded automaton grown one node region at a time, for lazy binding.
 
-    A global :func:`expand` of a large schema exceeds its budget at depth 2 and falls back
-    to depth 0, where every call is marked and nearly every token of a value position is
-    uncertain (checked one by one with the Earley parser at run time: seconds per mask).
-    Grown per node, only the regions of the nodes a parse reaches are built, at full depth;
-    a node whose region does not fit is built at the next depth down (node rows computed at
-    different depths are all exact: depth only moves tokens between accepted and uncertain).
+    A global :func:`expand` costs seconds on a large schema when its artifact is loaded, and
+    past its budget even at depth 0 it is a compile error. Grown per node, only the regions
+    of the nodes a parse reaches are built, each at full depth where it fits; a region too
+    large on its own is built one call level down (node rows computed at different depths
+    are all exact: depth only moves tokens between accepted and uncertain). A single region
+    too large even at depth 0 raises :class:`~gramc.errors.LimitExceededError` when that
+    node is first used.
     """
 
     def __init__(self, table: PDATable, depth: int = DEFAULT_DEPTH, max_states: int = MAX_EXPANDED_STATES):
