@@ -57,11 +57,11 @@ class TokenTrie:
     sorted_ids: np.ndarray  # int32: the byte-matched token ids in byte order
     #: The tokens' bytes back to back in ``sorted_ids`` order, with each token's offset
     #: and length (for walks that run whole tokens rather than the trie, see ``loop_split``).
-    blob: np.ndarray = field(default_factory=lambda: np.zeros(0, np.uint8))
-    offsets: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
-    lengths: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    blob: np.ndarray
+    offsets: np.ndarray
+    lengths: np.ndarray
     #: For each byte of ``blob``: where the run of equal bytes it starts ends (within its token).
-    run_end: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    run_end: np.ndarray
     _loop_cache: dict = field(default_factory=dict, repr=False, compare=False)
 
     @property
@@ -125,7 +125,7 @@ class TokenTrie:
         ``loop`` bytes, of the others, and for each of the others the index of its first byte
         outside ``loop``. From a state whose ``loop`` bytes all lead back to itself, the
         inside tokens return to that state and the others need running only from ``exit_at``
-        (see :func:`gramc.automata.bind.bind_states`). Cached per byte set.
+        (see :func:`gramc.automata.bind.walk_states`). Cached per byte set.
         """
         key = np.packbits(loop).tobytes()
         hit = self._loop_cache.get(key)
