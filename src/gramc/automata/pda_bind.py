@@ -13,7 +13,12 @@ call would go deeper than ``depth``. Then per token:
   holds, the token is allowed.
 - uncertain: read to its end only outside, or passed a marked state: only the real stack
   can tell; the runtime checks these few with the Earley parser.
-- rejected: everything else. No stack can rescue it.
+- rejected: everything else. No stack can rescue it from ``n``.
+
+A return of ``r`` before the token's first byte is left out of ``n``'s region: the Earley set
+holding ``n`` also holds, by completion, the caller items that return leads to, so their rows
+account for those tokens (with the real stack). Node rows are therefore meant to be OR-ed
+over a whole Earley set, which is what the runtime does.
 """
 
 from __future__ import annotations
@@ -132,7 +137,13 @@ class Expansion:
         self._marker = np.zeros(1, dtype=bool)
         self._inside = np.zeros(1, dtype=bool)
 
-    def _close(self, configs: set[Config]) -> tuple[frozenset[Config], bool]:
+    def _close(self, configs: set[Config], root: bool = False) -> tuple[frozenset[Config], bool]:
+        """The closure of ``configs`` under calls and returns, and whether it is marked.
+
+        At a node's ``root`` (no byte read yet) the node's own rule does not return: the
+        Earley set holding the node also holds, by completion, the callers' items that such a
+        return reaches, and their rows cover those tokens with the real stack. Going outside
+        there would make every token of an accepting node uncertain."""
         out: set[Config] = set()
         marked, work = False, list(configs)
         while work:
@@ -149,12 +160,12 @@ class Expansion:
             if self.accept[n]:
                 if path:
                     work.append((path[:-1], path[-1], outside))
-                else:
+                elif not root:
                     work.extend(((), ret, True) for ret in self.returns.get(self.node_rule[n], ()))
         return frozenset(out), marked
 
-    def _state_of(self, configs: set[Config], work: list) -> int:
-        key, marked = self._close(configs)
+    def _state_of(self, configs: set[Config], work: list, root: bool = False) -> int:
+        key, marked = self._close(configs, root)
         state = self.index.get(key)
         if state is None:
             if len(self.index) >= self.max_states:
@@ -171,7 +182,7 @@ class Expansion:
         work: list[frozenset[Config]] = []
         for n in nodes:
             if not self.start[n]:
-                self.start[n] = self._state_of({((), n, False)}, work)
+                self.start[n] = self._state_of({((), n, False)}, work, root=True)
         while work:
             key = work.pop()
             moves: dict[int, set[Config]] = {}
