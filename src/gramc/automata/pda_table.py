@@ -84,6 +84,23 @@ class PDATable:
             self._derived["nullable"] = null
         return self._derived["nullable"]
 
+    def left_recursive(self) -> bool:
+        """Can some rule call itself before reading anything (directly or through others)?"""
+        if "left_recursive" not in self._derived:
+            calls, null = self.calls(), self.nullable()
+            first: list[set[int]] = []  # per rule: the rules it may call before reading
+            for r in range(self.n_rules):
+                called, seen, todo = set(), {int(self.rule_start[r])}, [int(self.rule_start[r])]
+                while todo:
+                    for r2, ret in calls[todo.pop()]:
+                        called.add(r2)
+                        if null[r2] and ret not in seen:
+                            seen.add(ret)
+                            todo.append(ret)
+                first.append(called)
+            self._derived["left_recursive"] = _has_cycle(first)
+        return self._derived["left_recursive"]
+
     def _reaches_accept(self, node: int, calls, null: np.ndarray) -> bool:
         seen, todo = {node}, [node]
         while todo:
@@ -105,3 +122,25 @@ class PDATable:
             "node_rule": self.node_rule,
             "rule_start": self.rule_start,
         }
+
+
+def _has_cycle(edges: list[set[int]]) -> bool:
+    """Does the directed graph ``edges`` (successors per vertex) have a cycle? (iterative DFS)"""
+    state = [0] * len(edges)  # 0 unvisited, 1 on the current path, 2 finished
+    for root in range(len(edges)):
+        if state[root]:
+            continue
+        state[root] = 1
+        stack = [(root, iter(edges[root]))]
+        while stack:
+            v, it = stack[-1]
+            w = next(it, None)
+            if w is None:
+                state[v] = 2
+                stack.pop()
+            elif state[w] == 1:
+                return True
+            elif state[w] == 0:
+                state[w] = 1
+                stack.append((w, iter(edges[w])))
+    return False

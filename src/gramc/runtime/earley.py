@@ -49,6 +49,7 @@ class EarleyParser:
         self.rule_start: list[int] = table.rule_start.tolist()
         self.start_rule = table.start_rule
         self._interned: dict[frozenset, int] = {}
+        self._values: list[frozenset] = []
 
     # ------------------------------------------------------------ building sets
 
@@ -170,8 +171,19 @@ class EarleyParser:
     def _intern(self, key: frozenset) -> int:
         value = self._interned.get(key)
         if value is None:
-            value = self._interned[key] = len(self._interned)
+            value = self._interned[key] = len(self._values)
+            self._values.append(key)
         return value
+
+    def intern(self, value: frozenset) -> int:
+        """The id of ``value`` in the table keys and continuations are interned in."""
+        return self._intern(value)
+
+    def interned(self, value_id: int) -> frozenset:
+        """The set an id from :meth:`key` or :meth:`intern` stands for: for a key, the
+        (node, continuation) pairs of the set; for a continuation, its (return node,
+        continuation) pairs and :data:`TOP`."""
+        return self._values[value_id]
 
 
 class _Cyclic(Exception):

@@ -1,9 +1,10 @@
 """Token masks of a PDA artifact: precomputed parts per node, the rest checked on the stack.
 
-The mask of an Earley configuration is the OR of its nodes' accepted rows, plus the few
-uncertain tokens of those nodes that the real parse accepts (checked with the Earley parser,
-in byte order so tokens sharing a prefix share the work), plus EOS where the output is
-complete. Masks are memoised by the configuration key (:meth:`EarleyParser.key`), so a
+The mask of an Earley configuration is the OR of its nodes' accepted rows, plus the
+uncertain tokens of those nodes that the real parse accepts, plus EOS where the output is
+complete. Uncertain tokens are checked all at once on the :class:`StackDFA` (a DFA over real
+stacks, grown on use and kept), or, for left-recursive grammars, one by one with the Earley
+parser in byte order so tokens sharing a prefix share the work. Masks are memoised by the configuration key (:meth:`EarleyParser.key`), so a
 configuration seen before costs a dictionary lookup.
 """
 
@@ -18,6 +19,7 @@ from gramc.automata.pda_table import PDATable
 from gramc.automata.trie import TokenTrie
 from gramc.runtime.bitmask import n_words, unpack_row
 from gramc.runtime.earley import ChartSet, EarleyParser
+from gramc.runtime.pda_stack_dfa import StackDFA, TooLarge
 
 #: Longest forced byte string followed by ``forced_tokens`` (a guard, not a semantic limit).
 MAX_FORCED_BYTES = 4096
@@ -66,6 +68,8 @@ class PDATokenTable:
         self._memo: dict[int, np.ndarray] = {}
         self._masks: dict[tuple[int, int], np.ndarray] = {}
         self._by_bytes: dict[bytes, int] | None = None
+        self._stack: StackDFA | None = None
+        self._special_ids = np.array(sorted(self.special), dtype=np.int64)
 
     @property
     def is_lazy(self) -> bool:
@@ -102,7 +106,7 @@ class PDATokenTable:
             hit = self._memo.get(key)
             if hit is not None:
                 return hit
-        out = self._compute(chart)
+        out = self._compute(chart, key)
         out.flags.writeable = False
         if key is not None:
             self._memo[key] = out
@@ -119,7 +123,7 @@ class PDATokenTable:
                 self._masks[(key, size)] = cached
         return cached
 
-    def _compute(self, chart: Sequence[ChartSet]) -> np.ndarray:
+    def _compute(self, chart: Sequence[ChartSet], key: int | None) -> np.ndarray:
         nodes = sorted({n for n, _ in chart[-1].items})
         rows = [self.node_row(n) for n in nodes]
         out = np.bitwise_or.reduce(np.stack([a for a, _ in rows]), axis=0) if rows else \
@@ -133,15 +137,30 @@ class PDATokenTable:
         flags &= ~np.unpackbits(out.view(np.uint8), bitorder="little").view(bool)
         cands = np.flatnonzero(flags)
         if len(cands):
-            for t in self._check(chart, cands):
+            for t in self._accepted(chart, key, cands):
                 out[t >> 5] |= np.uint32(1 << (t & 31))
         if self.eos_ids and self.parser.is_complete(chart[-1]):
             for t in self.eos_ids:
                 out[t >> 5] |= np.uint32(1 << (t & 31))
         return out
 
+    def _accepted(self, chart: Sequence[ChartSet], key: int | None, cands: np.ndarray) -> list[int]:
+        """The candidate tokens the real parse accepts."""
+        if key is not None:
+            if self._stack is None:
+                self._stack = StackDFA(self.table, self.parser, self.token_bytes)
+            if self._stack.usable:
+                special = np.isin(cands, self._special_ids)
+                byte_ids = cands[~special]
+                try:
+                    ok = byte_ids[self._stack.accepts(key, byte_ids)].tolist()
+                except TooLarge:
+                    return self._check(chart, cands)
+                return ok + self._check(chart, cands[special])
+        return self._check(chart, cands)
+
     def _check(self, chart: Sequence[ChartSet], cands: np.ndarray) -> list[int]:
-        """The candidate tokens the real parse accepts (prefixes shared in byte order)."""
+        """The candidate tokens the Earley parser accepts (prefixes shared in byte order)."""
         ok: list[int] = []
         parser = self.parser
         ext: list[ChartSet] = []

@@ -1,0 +1,123 @@
+"""Exact checks of a PDA's uncertain tokens, vectorised: a DFA over real stacks, grown on use.
+
+An Earley set with the continuation of each item (what its rule's return leads to, interned
+by :meth:`EarleyParser.key`) is a set of *configurations* ``(node, continuation)``, and it says
+exactly what the PDA can still read. Stepped by one byte and closed under calls (a new
+continuation: "return to this node, then continue as before") and returns (the continuation's
+entries), a configuration set gives the next one. These sets are the states of a DFA that
+reads the PDA's language from the real stack. It is infinite, but only the states that tokens
+actually reach are built, and they are kept across masks: a configuration seen before costs
+an array gather per byte for all its candidate tokens at once, instead of an Earley step in
+Python per byte and token.
+
+A grammar with left recursion (a rule that can call itself before reading a byte) would grow
+continuations without end; its tokens are checked by the Earley parser instead
+(:attr:`StackDFA.usable` is False).
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+from gramc.automata.pda_table import PDATable
+from gramc.automata.tables import DEAD
+from gramc.runtime.earley import TOP, EarleyParser
+
+#: States kept before the DFA is dropped and grown afresh (bounds memory on long sessions).
+MAX_STATES = 200_000
+#: Configurations in one state before giving up on it (the caller falls back to Earley).
+MAX_CONFIGS = 100_000
+
+
+class TooLarge(Exception):
+    """A state would hold more than :data:`MAX_CONFIGS` configurations."""
+
+
+class StackDFA:
+    """The configuration-set DFA of one PDA table, with the token bytes of one vocabulary."""
+
+    def __init__(self, table: PDATable, parser: EarleyParser, token_bytes: Sequence[bytes]):
+        self.parser = parser
+        self.usable = not table.left_recursive()
+        self.n_classes = table.n_byte_classes
+        self._byte_next = parser.byte_next
+        self._calls, self._accept, self._rule_start = parser.calls, parser.accept, parser.rule_start
+        lengths = np.fromiter(map(len, token_bytes), dtype=np.int64, count=len(token_bytes))
+        self._lengths = lengths
+        self._offsets = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
+        blob = np.frombuffer(b"".join(token_bytes), dtype=np.uint8)
+        self._classes = table.byte_class.astype(np.int64)[blob]  # each token byte's class
+        self._reset()
+
+    def _reset(self) -> None:
+        self._index: dict[frozenset, int] = {frozenset(): DEAD}
+        self._states: list[frozenset] = [frozenset()]
+        self._trans = np.full((1024, self.n_classes), -1, dtype=np.int32)  # -1: not built yet
+        self._trans[DEAD] = DEAD
+
+    def accepts(self, key: int, token_ids: np.ndarray) -> np.ndarray:
+        """Bool per token of ``token_ids`` (byte tokens): can the PDA read all its bytes from
+        the Earley set whose :meth:`EarleyParser.key` is ``key``?
+
+        Raises :class:`TooLarge` when a state would be too large to build (then nothing is
+        cached about it and the caller checks these tokens another way)."""
+        if len(self._states) > MAX_STATES:
+            self._reset()
+        root = self._state(self.parser.interned(key))
+        ids = np.asarray(token_ids, dtype=np.int64)
+        state = np.full(len(ids), root, dtype=np.int32)
+        offsets, lengths = self._offsets[ids], self._lengths[ids]
+        live = np.flatnonzero(lengths > 0)
+        level = 0
+        while len(live):
+            cls = self._classes[offsets[live] + level]
+            cur = state[live]
+            nxt = self._trans[cur, cls]
+            todo = nxt < 0
+            if todo.any():
+                for s, c in set(zip(cur[todo].tolist(), cls[todo].tolist())):
+                    self._build(s, c)
+                nxt = self._trans[cur, cls]
+            state[live] = nxt
+            level += 1
+            live = live[(nxt != DEAD) & (lengths[live] > level)]
+        return state != DEAD
+
+    def _state(self, configs: frozenset) -> int:
+        s = self._index.get(configs)
+        if s is None:
+            s = self._index[configs] = len(self._states)
+            self._states.append(configs)
+            if s >= len(self._trans):
+                grown = np.full((2 * len(self._trans), self.n_classes), -1, dtype=np.int32)
+                grown[: len(self._trans)] = self._trans
+                self._trans = grown
+        return s
+
+    def _build(self, s: int, c: int) -> None:
+        """Fill the transition of state ``s`` on byte class ``c``."""
+        nxt = self._byte_next
+        seeds = [(t, k) for n, k in self._states[s] if (t := nxt[n][c]) != DEAD]
+        self._trans[s, c] = self._state(self._close(seeds)) if seeds else DEAD
+
+    def _close(self, seeds: list[tuple[int, int]]) -> frozenset:
+        """``seeds`` closed under calls and returns."""
+        calls, accept, rule_start = self._calls, self._accept, self._rule_start
+        intern, interned = self.parser.intern, self.parser.interned
+        out: set[tuple[int, int]] = set()
+        work = list(seeds)
+        while work:
+            cfg = work.pop()
+            if cfg in out:
+                continue
+            out.add(cfg)
+            if len(out) > MAX_CONFIGS:
+                raise TooLarge
+            n, k = cfg
+            for r, ret in calls[n]:
+                work.append((rule_start[r], intern(frozenset(((ret, k),)))))
+            if accept[n]:
+                work.extend(w for w in interned(k) if w != TOP)
+        return frozenset(out)

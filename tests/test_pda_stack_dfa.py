@@ -1,0 +1,158 @@
+"""The stack DFA that checks uncertain PDA tokens agrees with the Earley parser, token by token.
+
+At each step of random walks over real grammars and the gpt2 vocabulary, every byte token is
+checked both ways: :meth:`StackDFA.accepts` (configuration sets stepped by array gathers) and
+the Earley parser reading the token's bytes from the same chart. The full-mask comparison with
+an independent oracle is in tests/test_pda_real_vocab.py.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+import gramc
+from gramc.automata.pda_table import _has_cycle
+from gramc.runtime import pda_stack_dfa
+from gramc.runtime.pda_stack_dfa import StackDFA
+from paths import shared_path
+
+PARENS = 'root ::= "" | "(" root ")" root'
+TREE_SCHEMA = json.dumps({
+    "$defs": {"node": {"type": "object", "properties": {"v": {"type": "integer"},
+                                                        "kids": {"type": "array", "items": {"$ref": "#/$defs/node"}}},
+                       "required": ["v"]}},
+    "$ref": "#/$defs/node",
+})
+LEFT_RECURSIVE_LARK = 'start: expr\nexpr: expr "+" NUM | NUM\nNUM: /[0-9]+/\n'
+
+
+@pytest.fixture(scope="module")
+def gpt2():
+    return gramc.load_vocab("gpt2")
+
+
+def _earley_accepts(table, chart, ids) -> np.ndarray:
+    ok = set(table._check(chart, np.asarray(ids)))
+    return np.array([t in ok for t in ids.tolist()], dtype=bool)
+
+
+def _walk_and_compare(art, vocab, steps: int, seed: int, sample: int = 6000) -> int:
+    table = art.token_table
+    stack = StackDFA(table.table, table.parser, table.token_bytes)
+    assert stack.usable
+    byte_ids = np.array([i for i in range(vocab.size) if i not in vocab.special_ids and vocab.tokens[i]])
+    rng = np.random.default_rng(seed)
+    m = art.matcher()
+    compared = 0
+    for _ in range(steps):
+        chart = m._state
+        key = table.parser.key(chart)
+        ids = np.sort(rng.choice(byte_ids, size=min(sample, len(byte_ids)), replace=False))
+        got = stack.accepts(key, ids)
+        want = _earley_accepts(table, chart, ids)
+        bad = np.flatnonzero(got != want)
+        assert not len(bad), [(int(ids[i]), vocab.tokens[ids[i]], bool(got[i])) for i in bad[:8]]
+        compared += int(want.sum())
+        allowed = [t for t in np.flatnonzero(m.mask()) if t not in vocab.eos_ids]
+        if not allowed:
+            break
+        assert m.commit_token(int(rng.choice(allowed)))
+    return compared
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_agrees_with_earley_on_balanced_brackets(gpt2, seed):
+    art = gramc.compile(PARENS, format="gbnf", vocab=gpt2)
+    assert _walk_and_compare(art, gpt2, 12, seed) > 0
+
+
+@pytest.mark.parametrize("seed", range(2))
+def test_agrees_with_earley_on_llama_cpp_json(gpt2, seed):
+    art = gramc.compile(shared_path("corpora", "gbnf", "json.gbnf").read_text(), format="gbnf", vocab=gpt2)
+    assert _walk_and_compare(art, gpt2, 15, seed) > 0
+
+
+@pytest.mark.parametrize("seed", range(2))
+def test_agrees_with_earley_on_a_recursive_schema(gpt2, seed):
+    art = gramc.compile(TREE_SCHEMA, format="json_schema", vocab=gpt2)
+    assert art.kind == "pda"
+    assert _walk_and_compare(art, gpt2, 20, seed) > 0
+
+
+def test_a_dropped_return_is_caught(gpt2, monkeypatch):
+    """The comparison can fail: a closure that forgets returns disagrees with Earley."""
+    art = gramc.compile(PARENS, format="gbnf", vocab=gpt2)
+
+    def close_without_returns(self, seeds):
+        out, work = set(), list(seeds)
+        while work:
+            n, k = cfg = work.pop()
+            if cfg not in out:
+                out.add(cfg)
+                work.extend((self._rule_start[r], self.parser.intern(frozenset(((ret, k),))))
+                            for r, ret in self._calls[n])
+        return frozenset(out)
+
+    monkeypatch.setattr(StackDFA, "_close", close_without_returns)
+    with pytest.raises(AssertionError):
+        _walk_and_compare(art, gpt2, 12, 0)
+
+
+def test_states_are_reused_across_masks(gpt2):
+    art = gramc.compile(PARENS, format="gbnf", vocab=gpt2)
+    table = art.token_table
+    stack = StackDFA(table.table, table.parser, table.token_bytes)
+    ids = np.arange(gpt2.size)
+    ids = ids[[bool(gpt2.tokens[i]) and i not in gpt2.special_ids for i in ids]]
+    key = table.parser.key(art.matcher()._state)
+    first = stack.accepts(key, ids)
+    n_states = len(stack._states)
+    assert np.array_equal(stack.accepts(key, ids), first)
+    assert len(stack._states) == n_states  # nothing new to build
+
+
+def test_masks_stay_exact_when_the_dfa_is_dropped_or_a_state_is_too_large(gpt2, monkeypatch):
+    text = 'root ::= "[" (root ("," root)*)? "]" | [a-z]+'
+    doc = b"[[ab,[c]],[],[[d,e],f]]"
+    reference = _masks_along(gramc.compile(text, format="gbnf", vocab=gpt2), gpt2, doc)
+    monkeypatch.setattr(pda_stack_dfa, "MAX_STATES", 3)
+    assert _masks_along(gramc.compile(text, format="gbnf", vocab=gpt2), gpt2, doc) == reference
+    monkeypatch.setattr(pda_stack_dfa, "MAX_CONFIGS", 1)  # every new state: Earley fallback
+    assert _masks_along(gramc.compile(text, format="gbnf", vocab=gpt2), gpt2, doc) == reference
+
+
+def _masks_along(art, vocab, doc: bytes) -> list[bytes]:
+    m = art.matcher()
+    out = []
+    for b in doc:
+        out.append(np.packbits(m.mask()).tobytes())
+        assert m.commit_bytes(bytes([b]))
+    return out
+
+
+def test_left_recursive_grammars_use_the_earley_check(gpt2):
+    art = gramc.compile(LEFT_RECURSIVE_LARK, format="lark", vocab=gpt2)
+    table = art.token_table
+    assert table.table.left_recursive()
+    assert not StackDFA(table.table, table.parser, table.token_bytes).usable
+    m = art.matcher()
+    plus, digits = gpt2.tokens.index(b"+"), gpt2.tokens.index(b"12")
+    for t in (digits, plus, digits, plus, digits):
+        assert m.mask()[t]
+        assert m.commit_token(t)
+    assert m.mask()[digits] and not m.mask()[gpt2.tokens.index(b"(")]  # "12" continues the number
+    assert m.is_complete()
+    assert not gramc.compile(PARENS, format="gbnf", vocab=gpt2).token_table.table.left_recursive()
+
+
+@pytest.mark.parametrize("edges, cyclic", [
+    ([set(), {0}, {1}], False),
+    ([{1}, {2}, {0}], True),
+    ([{0}], True),
+    ([{1, 2}, {2}, set()], False),
+])
+def test_cycle_detection(edges, cyclic):
+    assert _has_cycle(edges) is cyclic
