@@ -31,7 +31,7 @@ from gramc.automata.bind import STATE_CHUNK, walk_states
 from gramc.automata.pda_table import PDATable
 from gramc.automata.tables import DEAD
 from gramc.automata.trie import TokenTrie
-from gramc.runtime.bitmask import pack_rows
+from gramc.runtime.bitmask import pack_dense
 
 #: Calls expanded inside a node's region (deeper calls make tokens uncertain).
 DEFAULT_DEPTH = 2
@@ -250,26 +250,21 @@ def bind_nodes(table: PDATable, trie: TokenTrie, nodes: np.ndarray, depth: int =
     counts = np.array([len(u) for u in unc_rows], dtype=np.int64)
     ids = np.concatenate(unc_rows) if unc_rows else np.zeros(0, dtype=np.int32)
     return NodeTokens(
-        accepted=_pack(accepted, V),
+        accepted=pack_dense(accepted),
         unc_indptr=np.concatenate([[0], np.cumsum(counts)]).astype(np.int64),
         unc_ids=ids,
     )
 
 
 def _ranges_to_mask(hits, n_rows: int, trie: TokenTrie) -> np.ndarray:
-    """Bool [n_rows, V]: tokens at the sorted positions covered by the hit ranges."""
-    n_sorted = len(trie.sorted_ids)
-    diff = np.zeros((n_rows, n_sorted + 1), dtype=np.int32)
-    for rows, lo, hi in hits:
-        np.add.at(diff, (rows, lo), 1)
-        np.add.at(diff, (rows, hi), -1)
-    covered = np.cumsum(diff[:, :n_sorted], axis=1) > 0
+    """Bool [n_rows, V]: tokens at the sorted positions covered by the hit ranges (ranges
+    expanded one position each: their total is far below n_rows * V)."""
     out = np.zeros((n_rows, trie.vocab_size), dtype=bool)
-    out[:, trie.sorted_ids] = covered
+    for rows, lo, hi in hits:
+        lengths = (hi - lo).astype(np.int64)
+        total = int(lengths.sum())
+        if not total:
+            continue
+        starts = np.repeat(lo.astype(np.int64) - np.cumsum(lengths) + lengths, lengths)
+        out[np.repeat(rows, lengths), trie.sorted_ids[starts + np.arange(total)]] = True
     return out
-
-
-def _pack(dense: np.ndarray, V: int) -> np.ndarray:
-    rows, cols = np.nonzero(dense)
-    indptr = np.concatenate([[0], np.cumsum(np.bincount(rows, minlength=dense.shape[0]))])
-    return pack_rows(indptr, cols, V)

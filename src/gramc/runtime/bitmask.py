@@ -37,9 +37,17 @@ def pack_rows(indptr: np.ndarray, token_ids: np.ndarray, vocab_size: int) -> np.
         a, b = indptr[lo], indptr[hi]
         rows = np.repeat(np.arange(hi - lo), np.diff(indptr[lo : hi + 1]))
         dense[rows, token_ids[a:b]] = True
-        packed = np.packbits(dense, axis=1, bitorder="little")
-        out[lo:hi] = packed.view("<u4")
+        out[lo:hi] = pack_dense(dense)
     return out
+
+
+def pack_dense(dense: np.ndarray) -> np.ndarray:
+    """Bitmask rows (uint32 ``[n_rows, n_words]``) from a bool ``[n_rows, V]`` matrix."""
+    n_rows, size = dense.shape
+    width = n_words(size) * 32
+    if width != size:
+        dense = np.concatenate([dense, np.zeros((n_rows, width - size), dtype=bool)], axis=1)
+    return np.packbits(dense, axis=1, bitorder="little").view("<u4").reshape(n_rows, width // 32)
 
 
 def unpack_row(words: np.ndarray, size: int) -> np.ndarray:
