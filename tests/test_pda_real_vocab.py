@@ -136,3 +136,21 @@ def test_lazy_expansion_gives_the_global_node_rows(gpt2, max_states):
             assert not (got_acc & ~want_acc).any(), n  # nothing newly accepted
             want_any = set(np.flatnonzero(want_acc).tolist()) | want_unc
             assert want_any <= set(np.flatnonzero(got_acc).tolist()) | got_unc, n
+
+
+def test_lazy_artifacts_bind_shallower_give_the_same_masks_and_write_the_eager_bytes(gpt2):
+    """Lazy nodes are bound at LAZY_DEPTH (more uncertain tokens, checked at run time): the
+    masks along a document are the eager ones, and writing gives the eager artifact's bytes."""
+    from gramc.automata.pda_bind import LAZY_DEPTH
+
+    vocab, _ = gpt2
+    text = shared_path("corpora", "gbnf", "json.gbnf").read_text()
+    eager = gramc.compile(text, format="gbnf", vocab=vocab)
+    lazy = gramc.compile(text, format="gbnf", vocab=vocab, lazy=True)
+    assert lazy.token_table._depth == LAZY_DEPTH < eager.token_table._depth
+    a, b = eager.matcher(), lazy.matcher()
+    for piece in [b'{"', b"key", b'":', b" [", b"1", b",", b' "x', b'\\n', b'"', b"],", b' "b', b'":', b"{}", b"}"]:
+        assert np.array_equal(a.mask(), b.mask()), piece
+        assert a.commit_bytes(piece) and b.commit_bytes(piece)
+    assert np.array_equal(a.mask(), b.mask()) and a.is_complete()
+    assert lazy.to_bytes() == eager.to_bytes()

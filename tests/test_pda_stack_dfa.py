@@ -55,6 +55,8 @@ def _walk_and_compare(art, vocab, steps: int, seed: int, sample: int = 6000) -> 
         want = _earley_accepts(table, chart, ids)
         bad = np.flatnonzero(got != want)
         assert not len(bad), [(int(ids[i]), vocab.tokens[ids[i]], bool(got[i])) for i in bad[:8]]
+        few = np.concatenate([ids[want][:8], ids[~want][: pda_stack_dfa.SMALL - 8]])  # stepped one by one
+        assert np.array_equal(stack.accepts(key, few), np.isin(few, ids[want]))
         compared += int(want.sum())
         allowed = [t for t in np.flatnonzero(m.mask()) if t not in vocab.eos_ids]
         if not allowed:

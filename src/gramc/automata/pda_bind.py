@@ -35,6 +35,8 @@ from gramc.runtime.bitmask import pack_dense
 
 #: Calls expanded inside a node's region (deeper calls make tokens uncertain).
 DEFAULT_DEPTH = 2
+#: The same for nodes bound lazily, on first use (see ``PDAArtifact.bound``).
+LAZY_DEPTH = 1
 
 Config = tuple[tuple[int, ...], int, bool]  # (return nodes of calls taken, node, outside)
 
@@ -129,6 +131,7 @@ class Expansion:
             for r, ret in callees:
                 self.returns.setdefault(r, []).append(ret)
         self.index: dict[frozenset[Config], int] = {frozenset(): DEAD}
+        self.by_targets: dict[frozenset[Config], int] = {}  # unclosed move targets -> state
         self.marks, self.insides, self.table_rows = [False], [False], [[DEAD] * self.n_cols]
         self.start = np.zeros(table.n_nodes, dtype=np.int64)  # 0: not built (node 0 is unused)
         self.n_started = 0  # nodes whose region was built completely
@@ -165,6 +168,11 @@ class Expansion:
         return frozenset(out), marked
 
     def _state_of(self, configs: set[Config], work: list, root: bool = False) -> int:
+        targets = frozenset(configs)
+        if not root:
+            state = self.by_targets.get(targets)
+            if state is not None:  # many moves reach the same configurations: close them once
+                return state
         key, marked = self._close(configs, root)
         state = self.index.get(key)
         if state is None:
@@ -175,6 +183,8 @@ class Expansion:
             self.insides.append(any(not outside for _, _, outside in key))
             self.table_rows.append(None)
             work.append(key)
+        if not root:
+            self.by_targets[targets] = state
         return state
 
     def add_nodes(self, nodes) -> None:

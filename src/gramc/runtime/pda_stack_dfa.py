@@ -29,6 +29,8 @@ from gramc.runtime.earley import TOP, EarleyParser
 MAX_STATES = 200_000
 #: Configurations in one state before giving up on it (the caller falls back to Earley).
 MAX_CONFIGS = 100_000
+#: At most this many tokens are stepped one by one in Python rather than as arrays.
+SMALL = 32
 
 
 class TooLarge(Exception):
@@ -67,6 +69,8 @@ class StackDFA:
             self._reset()
         root = self._state(self.parser.interned(key))
         ids = np.asarray(token_ids, dtype=np.int64)
+        if len(ids) <= SMALL:
+            return np.array([self._accepts_one(root, t) for t in ids.tolist()], dtype=bool)
         state = np.full(len(ids), root, dtype=np.int32)
         offsets, lengths = self._offsets[ids], self._lengths[ids]
         live = np.flatnonzero(lengths > 0)
@@ -84,6 +88,21 @@ class StackDFA:
             level += 1
             live = live[(nxt != DEAD) & (lengths[live] > level)]
         return state != DEAD
+
+    def _accepts_one(self, state: int, token: int) -> bool:
+        """:meth:`accepts` for one token, stepped in Python (few tokens: no array overhead)."""
+        o = int(self._offsets[token])
+        trans = self._trans
+        for c in self._classes[o : o + int(self._lengths[token])].tolist():
+            nxt = int(trans[state, c])
+            if nxt < 0:
+                self._build(state, c)
+                trans = self._trans
+                nxt = int(trans[state, c])
+            if nxt == DEAD:
+                return False
+            state = nxt
+        return True
 
     def _state(self, configs: frozenset) -> int:
         s = self._index.get(configs)

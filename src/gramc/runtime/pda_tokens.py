@@ -72,6 +72,11 @@ class PDATokenTable:
         self._special_ids = np.array(sorted(self.special), dtype=np.int64)
 
     @property
+    def trie(self) -> TokenTrie | None:
+        """The vocabulary's token trie (None for tables read from a file, which are complete)."""
+        return self._trie
+
+    @property
     def is_lazy(self) -> bool:
         return self._expansion is not None
 
@@ -82,13 +87,34 @@ class PDATokenTable:
     def node_row(self, node: int) -> tuple[np.ndarray, np.ndarray]:
         """(accepted bitmask row, uncertain ids) of ``node``, binding it first if lazy."""
         if self._acc[node] is None:
-            x = self._expansion.automaton_for(node)
-            nodes = bind_nodes(self.table, self._trie, np.array([node]), self._depth, x)
-            self._install(node, nodes, 0)
+            self._bind_many([node])
         return self._acc[node], self._unc[node]
 
+    def _bind_many(self, nodes) -> None:
+        """Bind the unbound ones of ``nodes`` (lazy tables) in batches: one trie walk for
+        many nodes costs a fraction of one walk per node."""
+        batch: list[int] = []
+        x = None
+        for n in dict.fromkeys(nodes):
+            if self._acc[n] is not None:
+                continue
+            before = self._expansion.current
+            nxt = self._expansion.automaton_for(n)
+            if self._expansion.current is not before and batch:
+                self._bind_batch(batch, x)  # restarted: the batch's states are in the old one
+                batch = []
+            batch.append(n)
+            x = nxt
+        if batch:
+            self._bind_batch(batch, x)
+
+    def _bind_batch(self, nodes: list[int], x) -> None:
+        bound = bind_nodes(self.table, self._trie, np.array(nodes), self._depth, x)
+        for row, n in enumerate(nodes):
+            self._install(n, bound, row)
+
     def all_nodes(self) -> NodeTokens:
-        """Rows of every node 1..N-1 (binding the rest first when lazy), for writing."""
+        """Rows of every node 1..N-1 (those of a lazy table are bound one by one first)."""
         rows = [self.node_row(n) for n in range(1, self.table.n_nodes)]
         counts = [len(u) for _, u in rows]
         return NodeTokens(
@@ -125,17 +151,13 @@ class PDATokenTable:
 
     def _compute(self, chart: Sequence[ChartSet], key: int | None) -> np.ndarray:
         nodes = sorted({n for n, _ in chart[-1].items})
+        if self._expansion is not None:
+            self._bind_many(nodes)
         rows = [self.node_row(n) for n in nodes]
         out = np.bitwise_or.reduce(np.stack([a for a, _ in rows]), axis=0) if rows else \
             np.zeros(self.n_words, np.uint32)
         out = out.copy()
-        # Uncertain ids of all nodes, minus the accepted ones: a scatter over the vocabulary
-        # (rows hold up to ~100k ids; np.unique of them cost ~8 ms per new configuration).
-        flags = np.zeros(self.n_words * 32, dtype=bool)
-        for _, u in rows:
-            flags[u] = True
-        flags &= ~np.unpackbits(out.view(np.uint8), bitorder="little").view(bool)
-        cands = np.flatnonzero(flags)
+        cands = self._uncertain(out, [u for _, u in rows if len(u)])
         if len(cands):
             for t in self._accepted(chart, key, cands):
                 out[t >> 5] |= np.uint32(1 << (t & 31))
@@ -143,6 +165,23 @@ class PDATokenTable:
             for t in self.eos_ids:
                 out[t >> 5] |= np.uint32(1 << (t & 31))
         return out
+
+    def _uncertain(self, accepted: np.ndarray, rows: list[np.ndarray]) -> np.ndarray:
+        """The ids of ``rows`` (ascending uncertain ids of the set's nodes) whose bit is not
+        set in the packed ``accepted`` words, ascending and distinct."""
+        if not rows:
+            return np.zeros(0, dtype=np.int64)
+        if sum(map(len, rows)) > 4096:
+            # Rows of up to ~100k ids: a scatter over the vocabulary (np.unique of them cost
+            # ~8 ms per new configuration).
+            flags = np.zeros(self.n_words * 32, dtype=bool)
+            for u in rows:
+                flags[u] = True
+            flags &= ~np.unpackbits(accepted.view(np.uint8), bitorder="little").view(bool)
+            return np.flatnonzero(flags)
+        ids = rows[0] if len(rows) == 1 else np.unique(np.concatenate(rows))
+        ids = ids.astype(np.int64)
+        return ids[((accepted[ids >> 5] >> (ids & 31).astype(np.uint32)) & 1) == 0]
 
     def _accepted(self, chart: Sequence[ChartSet], key: int | None, cands: np.ndarray) -> list[int]:
         """The candidate tokens the real parse accepts."""
