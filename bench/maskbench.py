@@ -74,7 +74,7 @@ BASELINE = REPO / "tests" / "data" / "maskbench_baseline.json"
 BASELINE_VOCAB = "llama3"
 
 ENGINES = ["gramc", "llguidance", "xgrammar"]
-ALL_ENGINES = ENGINES + ["gramc-lazy", "gramc-any"]
+ALL_ENGINES = ENGINES + ["gramc-lazy", "gramc-any", "gramc-any-eager"]
 OUTCOMES = ["passing", "compile error", "validation error", "invalidation error"]
 FRONTEND_MISSING = "json_schema frontend not available"
 
@@ -87,6 +87,8 @@ ENGINE_OPTIONS = {
     "gramc-any": "as gramc-lazy, with CompileOptions(json_property_order='any') (object members in any "
                  "order; objects with more than json_any_order_max_properties declared properties keep "
                  "schema order, with a warning)",
+    "gramc-any-eager": "as gramc (every node bound at compile time), with "
+                       "CompileOptions(json_property_order='any')",
     "llguidance": "LLMatcher(LLTokenizer(gramc token bytes, eos=all EOS ids), "
                   "LLMatcher.grammar_from_json_schema(json.dumps(schema), "
                   "defaults={'whitespace_flexible': True}), log_level=0) — otherwise llguidance's "
@@ -217,6 +219,11 @@ class GramcAnyAdapter(GramcLazyAdapter):
     options = (("json_property_order", "any"),)
 
 
+class GramcAnyEagerAdapter(GramcAdapter):
+    name = "gramc-any-eager"
+    options = GramcAnyAdapter.options
+
+
 class LlguidanceAdapter:
     name = "llguidance"
 
@@ -300,6 +307,7 @@ class XgrammarAdapter:
 
 
 ADAPTERS = {"gramc": GramcAdapter, "gramc-lazy": GramcLazyAdapter, "gramc-any": GramcAnyAdapter,
+            "gramc-any-eager": GramcAnyEagerAdapter,
             "llguidance": LlguidanceAdapter, "xgrammar": XgrammarAdapter}
 
 
