@@ -74,7 +74,7 @@ BASELINE = REPO / "tests" / "data" / "maskbench_baseline.json"
 BASELINE_VOCAB = "llama3"
 
 ENGINES = ["gramc", "llguidance", "xgrammar"]
-ALL_ENGINES = ENGINES + ["gramc-lazy", "gramc-any", "gramc-any-eager"]
+ALL_ENGINES = ENGINES + ["gramc-lazy", "gramc-any", "gramc-any-eager", "gramc-any-strict"]
 OUTCOMES = ["passing", "compile error", "validation error", "invalidation error"]
 FRONTEND_MISSING = "json_schema frontend not available"
 
@@ -89,6 +89,8 @@ ENGINE_OPTIONS = {
                  "schema order, with a warning)",
     "gramc-any-eager": "as gramc (every node bound at compile time), with "
                        "CompileOptions(json_property_order='any')",
+    "gramc-any-strict": "as gramc-any, with CompileOptions(json_strict=True) as well: a schema "
+                        "gramc would over-approximate (with a warning) is refused instead",
     "llguidance": "LLMatcher(LLTokenizer(gramc token bytes, eos=all EOS ids), "
                   "LLMatcher.grammar_from_json_schema(json.dumps(schema), "
                   "defaults={'whitespace_flexible': True}), log_level=0) — otherwise llguidance's "
@@ -224,6 +226,11 @@ class GramcAnyEagerAdapter(GramcAdapter):
     options = GramcAnyAdapter.options
 
 
+class GramcAnyStrictAdapter(GramcLazyAdapter):
+    name = "gramc-any-strict"
+    options = GramcAnyAdapter.options + (("json_strict", True),)
+
+
 class LlguidanceAdapter:
     name = "llguidance"
 
@@ -307,7 +314,7 @@ class XgrammarAdapter:
 
 
 ADAPTERS = {"gramc": GramcAdapter, "gramc-lazy": GramcLazyAdapter, "gramc-any": GramcAnyAdapter,
-            "gramc-any-eager": GramcAnyEagerAdapter,
+            "gramc-any-eager": GramcAnyEagerAdapter, "gramc-any-strict": GramcAnyStrictAdapter,
             "llguidance": LlguidanceAdapter, "xgrammar": XgrammarAdapter}
 
 
