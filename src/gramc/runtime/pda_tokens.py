@@ -4,8 +4,9 @@ The mask of an Earley configuration is the OR of its nodes' accepted rows, plus 
 uncertain tokens of those nodes that the real parse accepts, plus EOS where the output is
 complete. Uncertain tokens are checked all at once on the :class:`StackDFA` (a DFA over real
 stacks, grown on use and kept), or, for left-recursive grammars, one by one with the Earley
-parser in byte order so tokens sharing a prefix share the work. Masks are memoised by the configuration key (:meth:`EarleyParser.key`), so a
-configuration seen before costs a dictionary lookup.
+parser in byte order so tokens sharing a prefix share the work. Masks are memoised by the
+configuration key (:meth:`EarleyParser.key`), so a configuration seen before costs a
+dictionary lookup.
 """
 
 from __future__ import annotations
