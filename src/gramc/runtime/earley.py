@@ -135,7 +135,7 @@ class EarleyParser:
         s = chart[-1]
         if s.key is False:
             try:
-                s.key = self._intern(frozenset((n, self._cont(chart, j, self.node_rule[n]))
+                s.key = self.intern(frozenset((n, self._cont(chart, j, self.node_rule[n]))
                                                for n, j in s.items))
             except _Cyclic:
                 s.key = None
@@ -155,7 +155,7 @@ class EarleyParser:
                 continue
             waiting = s.waiting.get(r2, ())
             if expanded:
-                s.conts[r2] = self._intern(frozenset(
+                s.conts[r2] = self.intern(frozenset(
                     w if w is TOP else (w[0], chart[w[1]].conts[node_rule[w[0]]]) for w in waiting))
                 on_path.discard((j2, r2))
                 continue
@@ -168,16 +168,13 @@ class EarleyParser:
                     stack.append((w[1], node_rule[w[0]], False))
         return chart[j].conts[r]
 
-    def _intern(self, key: frozenset) -> int:
+    def intern(self, key: frozenset) -> int:
+        """The id of ``key`` in the table configuration keys and continuations share."""
         value = self._interned.get(key)
         if value is None:
             value = self._interned[key] = len(self._values)
             self._values.append(key)
         return value
-
-    def intern(self, value: frozenset) -> int:
-        """The id of ``value`` in the table keys and continuations are interned in."""
-        return self._intern(value)
 
     def interned(self, value_id: int) -> frozenset:
         """The set an id from :meth:`key` or :meth:`intern` stands for: for a key, the
