@@ -185,36 +185,35 @@ def test_unbound_artifact_needs_a_vocabulary():
     assert bound.matcher().allowed_tokens().tolist() == [0]
 
 
-def _plain_walk(delta, byte_class, trie, states, marker):
-    """The reference: the levelled trie walk alone, no loop shortcut and no token runs."""
-    import gramc.automata.bind as bind
-
-    saved = bind.RUN_SWITCH, bind.LOOP_MIN_BYTES
-    bind.RUN_SWITCH, bind.LOOP_MIN_BYTES = -1, 10**9
-    try:
-        return bind.walk_states(delta, byte_class, trie, states, marker)
-    finally:
-        bind.RUN_SWITCH, bind.LOOP_MIN_BYTES = saved
-
-
-def _walk_sets(emits, hits, trie):
-    ends = {(int(r), int(t), int(s), int(d)) for rr, tt, ss, dd in emits for r, t, s, d in zip(rr, tt, ss, dd)}
-    covered = {(int(r), p) for rr, lo, hi in hits for r, a, b in zip(rr, lo, hi) for p in range(a, b)}
+def _reference_walk(delta, byte_class, trie, states, marker):
+    """The walk's definition, token by token with no shared prefixes (vectorised over
+    tokens): (row, token, end state, length) of the tokens read alive to their end, and the
+    (row, sorted position) pairs where a marked state is met alive, at any prefix."""
+    blob, offsets, lengths = trie.blob, trie.offsets, trie.lengths
+    ends, covered = set(), set()
+    for r, s in enumerate(states.tolist()):
+        state = np.full(len(lengths), s, dtype=np.int64)
+        alive = np.full(len(lengths), s != 0)
+        hit = alive & (marker[s] if marker is not None else False)
+        for i in range(int(lengths.max())):
+            active = np.flatnonzero(alive & (lengths > i))
+            state[active] = delta[state[active], byte_class[blob[offsets[active] + i]]]
+            alive[active] = state[active] != 0
+            if marker is not None:
+                hit[active] |= alive[active] & marker[state[active]]
+        ends |= {(r, int(trie.sorted_ids[p]), int(state[p]), int(lengths[p])) for p in np.flatnonzero(alive)}
+        covered |= {(r, int(p)) for p in np.flatnonzero(hit)}
     return ends, covered
 
 
-@settings(max_examples=40, deadline=None)
-@given(st.data())
-def test_loop_shortcut_and_token_runs_walk_like_the_trie(data):
-    """The string-body shortcut (tokens made of self-loop bytes) and the one-token-at-a-time
-    runs (with skips over runs of equal bytes) give exactly the levelled trie walk's emits and
-    marker hits, on random automata over the real gpt2 vocabulary (tokens of 64 spaces)."""
-    from gramc.automata.bind import walk_states
-    from gramc.automata.trie import trie_for
-    from gramc.vocab import load_vocab
+def _walk_sets(w):
+    ends = {(int(r), int(t), int(s), int(d)) for r, t, s, d in zip(w.row, w.token, w.next_state, w.depth)}
+    covered = {(int(r), p) for r, a, b in zip(w.hit_row, w.hit_lo, w.hit_hi) for p in range(a, b)}
+    return ends, covered
 
-    trie = trie_for(load_vocab("gpt2"))
-    n = data.draw(st.integers(2, 8))
+
+def _random_automaton(data, n_max: int = 8):
+    n = data.draw(st.integers(2, n_max))
     n_classes = data.draw(st.integers(1, 6))
     byte_class = np.array(data.draw(st.lists(st.integers(0, n_classes - 1), min_size=256, max_size=256)),
                           dtype=np.uint8)
@@ -223,10 +222,40 @@ def test_loop_shortcut_and_token_runs_walk_like_the_trie(data):
     delta[0] = 0  # the dead state
     for q in data.draw(st.lists(st.integers(1, n - 1), max_size=3)):
         delta[q, data.draw(st.integers(0, n_classes - 1))] = q  # self-loops: string-body-like states
+    marker = np.array(data.draw(st.lists(st.booleans(), min_size=n, max_size=n))) if data.draw(st.booleans()) else None
+    return delta, byte_class, marker
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.data())
+def test_token_walk_equals_the_per_token_definition_on_gpt2(data):
+    """The compiled walk (prefixes shared, dead sub-trees skipped) finds exactly the tokens,
+    end states and marker hits of running every token on its own, on random automata over
+    the real gpt2 vocabulary (tokens of 64 spaces, long shared prefixes)."""
+    from gramc.automata.trie import trie_for
+    from gramc.automata.walk import walk_tokens
+    from gramc.vocab import load_vocab
+
+    trie = trie_for(load_vocab("gpt2"))
+    delta, byte_class, marker = _random_automaton(data)
     delta[1, byte_class[ord("a")]] = 1
     delta[1, byte_class[ord(" ")]] = 1
-    marker = np.array(data.draw(st.lists(st.booleans(), min_size=n, max_size=n))) if data.draw(st.booleans()) else None
-    states = np.arange(n)
-    got = _walk_sets(*walk_states(delta, byte_class, trie, states, marker), trie)
-    want = _walk_sets(*_plain_walk(delta, byte_class, trie, states, marker), trie)
-    assert got == want
+    states = np.arange(len(delta))
+    assert _walk_sets(walk_tokens(delta, byte_class, trie, states, marker)) == \
+        _reference_walk(delta, byte_class, trie, states, marker)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.data(), st.lists(st.binary(min_size=1, max_size=6).map(lambda b: bytes(x % 3 + 97 for x in b)),
+                           min_size=1, max_size=40))
+def test_token_walk_on_dense_prefix_vocabularies(data, tokens):
+    """Tiny alphabets make every token share prefixes with its neighbours (and repeat
+    bytes under several ids): the skips over dead sub-trees are where a walk goes wrong."""
+    from gramc.automata.trie import TokenTrie
+    from gramc.automata.walk import walk_tokens
+
+    trie = TokenTrie.from_vocab(Vocab.from_list(tokens))
+    delta, byte_class, marker = _random_automaton(data, n_max=5)
+    states = np.array(data.draw(st.lists(st.integers(0, len(delta) - 1), min_size=1, max_size=4)))
+    assert _walk_sets(walk_tokens(delta, byte_class, trie, states, marker)) == \
+        _reference_walk(delta, byte_class, trie, states, marker)

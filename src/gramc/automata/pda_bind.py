@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gramc.automata.bind import STATE_CHUNK, walk_states
+from gramc.automata.bind import STATE_CHUNK
 from gramc.automata.pda_table import PDATable
 from gramc.automata.tables import DEAD
 from gramc.automata.trie import TokenTrie
@@ -233,6 +233,8 @@ class NodeTokens:
 def bind_nodes(table: PDATable, trie: TokenTrie, nodes: np.ndarray, depth: int = DEFAULT_DEPTH,
                expanded: ExpandedDFA | None = None) -> NodeTokens:
     """Accepted and uncertain tokens of each of ``nodes`` (see the module docstring)."""
+    from gramc.automata.walk import walk_tokens  # numba: imported only where tokens are walked
+
     x = expanded or expand(table, depth)
     V = trie.vocab_size
     nbc = table.n_byte_classes
@@ -240,12 +242,12 @@ def bind_nodes(table: PDATable, trie: TokenTrie, nodes: np.ndarray, depth: int =
     for lo in range(0, len(nodes), STATE_CHUNK):
         chunk = np.asarray(nodes[lo : lo + STATE_CHUNK], dtype=np.int64)
         states = x.start[chunk]
-        emits, hits = walk_states(x.delta, table.byte_class, trie, states, x.marker)
+        w = walk_tokens(x.delta, table.byte_class, trie, states, x.marker)
         accepted = np.zeros((len(chunk), V), dtype=bool)
-        unc = _ranges_to_mask(hits, len(chunk), trie)
+        unc = _ranges_to_mask(w.hit_row, w.hit_lo, w.hit_hi, len(chunk), trie)
         srows, scols = np.nonzero(x.delta[states][:, nbc:] != DEAD)
-        ends = [(r, t, s) for r, t, s, _ in emits]
-        ends.append((srows, table.token_ids[scols], x.delta[states[srows], nbc + scols]))
+        ends = [(w.row, w.token, w.next_state),
+                (srows, table.token_ids[scols], x.delta[states[srows], nbc + scols])]
         for rows, tokens, end in ends:
             inside = x.inside[end]
             accepted[rows[inside], tokens[inside]] = True
@@ -266,15 +268,13 @@ def bind_nodes(table: PDATable, trie: TokenTrie, nodes: np.ndarray, depth: int =
     )
 
 
-def _ranges_to_mask(hits, n_rows: int, trie: TokenTrie) -> np.ndarray:
-    """Bool [n_rows, V]: tokens at the sorted positions covered by the hit ranges (ranges
+def _ranges_to_mask(rows, lo, hi, n_rows: int, trie: TokenTrie) -> np.ndarray:
+    """Bool [n_rows, V]: tokens at the sorted positions ``lo[i]..hi[i]`` of ``rows[i]`` (ranges
     expanded one position each: their total is far below n_rows * V)."""
     out = np.zeros((n_rows, trie.vocab_size), dtype=bool)
-    for rows, lo, hi in hits:
-        lengths = (hi - lo).astype(np.int64)
-        total = int(lengths.sum())
-        if not total:
-            continue
+    lengths = (hi - lo).astype(np.int64)
+    total = int(lengths.sum())
+    if total:
         starts = np.repeat(lo.astype(np.int64) - np.cumsum(lengths) + lengths, lengths)
         out[np.repeat(rows, lengths), trie.sorted_ids[starts + np.arange(total)]] = True
     return out
