@@ -137,6 +137,39 @@ def _subtree_end(lcp, skip, p, d):
 
 
 @numba.njit(cache=True, nogil=True)
+def run_tokens(trans, classes, offsets, lengths, ids, state, read, missing):
+    """Advance token ``ids[i]`` through ``trans`` (indexed ``[state, class]``; negative: not
+    built yet) from ``state[i]`` after ``read[i]`` of its bytes (``classes[offsets[t] + k]`` is
+    the class of byte ``k`` of token ``t``), until it ends, dies or meets an unbuilt transition.
+
+    ``state`` and ``read`` are updated in place. The unbuilt transitions met are written to
+    ``missing`` (rows of state, class), each once: they are set to -2 in ``trans``, so the
+    caller must build them all. Returns how many were written."""
+    n_missing = 0
+    for i in range(len(ids)):
+        t = ids[i]
+        s = state[i]
+        k = read[i]
+        o = offsets[t]
+        n = lengths[t]
+        while k < n and s != DEAD:
+            c = classes[o + k]
+            nxt = trans[s, c]
+            if nxt < 0:
+                if nxt == -1:
+                    trans[s, c] = -2
+                    missing[n_missing, 0] = s
+                    missing[n_missing, 1] = c
+                    n_missing += 1
+                break
+            s = nxt
+            k += 1
+        state[i] = s
+        read[i] = k
+    return n_missing
+
+
+@numba.njit(cache=True, nogil=True)
 def common_prefixes(blob, offsets, lengths):
     """``lcp[p]``: bytes token ``p`` shares with token ``p - 1`` (0 for the first)."""
     n_tok = len(offsets)

@@ -50,6 +50,18 @@ def pack_dense(dense: np.ndarray) -> np.ndarray:
     return np.packbits(dense, axis=1, bitorder="little").view("<u4").reshape(n_rows, width // 32)
 
 
+def set_bits(words: np.ndarray, ids) -> None:
+    """Set the bits of token ``ids`` in the packed row ``words`` (in place)."""
+    ids = np.asarray(ids, dtype=np.int64)
+    if len(ids) <= 64:  # a Python loop beats building a vocabulary-wide array
+        for t in ids.tolist():
+            words[t >> 5] |= np.uint32(1 << (t & 31))
+        return
+    flags = np.zeros(len(words) * 32, dtype=bool)
+    flags[ids] = True
+    words |= np.packbits(flags, bitorder="little").view("<u4")
+
+
 def unpack_row(words: np.ndarray, size: int) -> np.ndarray:
     """A bool mask of length ``size`` from one bitmask row (zero-padded past the row)."""
     bits = np.unpackbits(words.view(np.uint8), bitorder="little").view(bool)

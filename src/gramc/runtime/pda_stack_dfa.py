@@ -1,4 +1,4 @@
-"""Exact checks of a PDA's uncertain tokens, vectorised: a DFA over real stacks, grown on use.
+"""Exact checks of a PDA's uncertain tokens, all at once: a DFA over real stacks, grown on use.
 
 An Earley set with the continuation of each item (what its rule's return leads to, interned
 by :meth:`EarleyParser.key`) is a set of *configurations* ``(node, continuation)``, and it says
@@ -6,9 +6,10 @@ exactly what the PDA can still read. Stepped by one byte and closed under calls 
 continuation: "return to this node, then continue as before") and returns (the continuation's
 entries), a configuration set gives the next one. These sets are the states of a DFA that
 reads the PDA's language from the real stack. It is infinite, but only the states that tokens
-actually reach are built, and they are kept across masks: a configuration seen before costs
-an array gather per byte for all its candidate tokens at once, instead of an Earley step in
-Python per byte and token.
+actually reach are built, and they are kept across masks: the candidate tokens run through
+the built transitions in compiled code (:func:`gramc.automata.walk.run_tokens`), stopping
+only where a transition is still missing, instead of an Earley step in Python per byte and
+token.
 
 A grammar with left recursion (a rule that can call itself before reading a byte) would grow
 continuations without end; its tokens are checked by the Earley parser instead
@@ -29,8 +30,6 @@ from gramc.runtime.earley import TOP, EarleyParser
 MAX_STATES = 200_000
 #: Configurations in one state before giving up on it (the caller falls back to Earley).
 MAX_CONFIGS = 100_000
-#: At most this many tokens are stepped one by one in Python rather than as arrays.
-SMALL = 32
 
 
 class TooLarge(Exception):
@@ -56,7 +55,7 @@ class StackDFA:
     def _reset(self) -> None:
         self._index: dict[frozenset, int] = {frozenset(): DEAD}
         self._states: list[frozenset] = [frozenset()]
-        self._trans = np.full((1024, self.n_classes), -1, dtype=np.int32)  # -1: not built yet
+        self._trans = np.full((1024, self.n_classes), -1, dtype=np.int32)  # < 0: not built yet
         self._trans[DEAD] = DEAD
 
     def accepts(self, key: int, token_ids: np.ndarray) -> np.ndarray:
@@ -65,44 +64,31 @@ class StackDFA:
 
         Raises :class:`TooLarge` when a state would be too large to build (then nothing is
         cached about it and the caller checks these tokens another way)."""
+        from gramc.automata.walk import run_tokens  # numba: imported on the first check
+
         if len(self._states) > MAX_STATES:
             self._reset()
-        root = self._state(self.parser.interned(key))
         ids = np.asarray(token_ids, dtype=np.int64)
-        if len(ids) <= SMALL:
-            return np.array([self._accepts_one(root, t) for t in ids.tolist()], dtype=bool)
-        state = np.full(len(ids), root, dtype=np.int32)
-        offsets, lengths = self._offsets[ids], self._lengths[ids]
-        live = np.flatnonzero(lengths > 0)
-        level = 0
-        while len(live):
-            cls = self._classes[offsets[live] + level]
-            cur = state[live]
-            nxt = self._trans[cur, cls]
-            todo = nxt < 0
-            if todo.any():
-                for s, c in set(zip(cur[todo].tolist(), cls[todo].tolist())):
-                    self._build(s, c)
-                nxt = self._trans[cur, cls]
-            state[live] = nxt
-            level += 1
-            live = live[(nxt != DEAD) & (lengths[live] > level)]
+        state = np.full(len(ids), self._state(self.parser.interned(key)), dtype=np.int64)
+        read = np.zeros(len(ids), dtype=np.int64)
+        todo = np.arange(len(ids))
+        missing = np.empty((len(ids), 2), dtype=np.int64)
+        while len(todo):
+            # Run the tokens as far as built transitions go, then build the ones they stopped at.
+            t, s, r = ids[todo], state[todo], read[todo]
+            n = run_tokens(self._trans, self._classes, self._offsets, self._lengths, t, s, r, missing)
+            state[todo], read[todo] = s, r
+            todo = todo[(s != DEAD) & (r < self._lengths[t])]
+            pairs = missing[:n].tolist()
+            try:
+                for q, c in pairs:
+                    self._build(q, c)
+            except TooLarge:
+                for q, c in pairs:  # requested (-2) but not built: unbuilt again
+                    if self._trans[q, c] == -2:
+                        self._trans[q, c] = -1
+                raise
         return state != DEAD
-
-    def _accepts_one(self, state: int, token: int) -> bool:
-        """:meth:`accepts` for one token, stepped in Python (few tokens: no array overhead)."""
-        o = int(self._offsets[token])
-        trans = self._trans
-        for c in self._classes[o : o + int(self._lengths[token])].tolist():
-            nxt = int(trans[state, c])
-            if nxt < 0:
-                self._build(state, c)
-                trans = self._trans
-                nxt = int(trans[state, c])
-            if nxt == DEAD:
-                return False
-            state = nxt
-        return True
 
     def _state(self, configs: frozenset) -> int:
         s = self._index.get(configs)

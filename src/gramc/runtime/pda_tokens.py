@@ -18,7 +18,7 @@ import numpy as np
 from gramc.automata.pda_bind import LazyExpansion, NodeTokens, bind_nodes
 from gramc.automata.pda_table import PDATable
 from gramc.automata.trie import TokenTrie
-from gramc.runtime.bitmask import n_words, unpack_row
+from gramc.runtime.bitmask import n_words, set_bits, unpack_row
 from gramc.runtime.earley import ChartSet, EarleyParser
 from gramc.runtime.pda_stack_dfa import StackDFA, TooLarge
 
@@ -160,11 +160,9 @@ class PDATokenTable:
         out = out.copy()
         cands = self._uncertain(out, [u for _, u in rows if len(u)])
         if len(cands):
-            for t in self._accepted(chart, key, cands):
-                out[t >> 5] |= np.uint32(1 << (t & 31))
+            set_bits(out, self._accepted(chart, key, cands))
         if self.eos_ids and self.parser.is_complete(chart[-1]):
-            for t in self.eos_ids:
-                out[t >> 5] |= np.uint32(1 << (t & 31))
+            set_bits(out, self.eos_ids)
         return out
 
     def _uncertain(self, accepted: np.ndarray, rows: list[np.ndarray]) -> np.ndarray:
@@ -184,7 +182,7 @@ class PDATokenTable:
         ids = ids.astype(np.int64)
         return ids[((accepted[ids >> 5] >> (ids & 31).astype(np.uint32)) & 1) == 0]
 
-    def _accepted(self, chart: Sequence[ChartSet], key: int | None, cands: np.ndarray) -> list[int]:
+    def _accepted(self, chart: Sequence[ChartSet], key: int | None, cands: np.ndarray) -> np.ndarray:
         """The candidate tokens the real parse accepts."""
         if key is not None:
             if self._stack is None:
@@ -193,11 +191,11 @@ class PDATokenTable:
                 special = np.isin(cands, self._special_ids)
                 byte_ids = cands[~special]
                 try:
-                    ok = byte_ids[self._stack.accepts(key, byte_ids)].tolist()
+                    ok = byte_ids[self._stack.accepts(key, byte_ids)]
                 except TooLarge:
-                    return self._check(chart, cands)
-                return ok + self._check(chart, cands[special])
-        return self._check(chart, cands)
+                    return np.array(self._check(chart, cands), dtype=np.int64)
+                return np.concatenate([ok, np.array(self._check(chart, cands[special]), dtype=np.int64)])
+        return np.array(self._check(chart, cands), dtype=np.int64)
 
     def _check(self, chart: Sequence[ChartSet], cands: np.ndarray) -> list[int]:
         """The candidate tokens the Earley parser accepts (prefixes shared in byte order)."""
