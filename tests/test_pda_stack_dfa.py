@@ -16,6 +16,7 @@ import pytest
 import gramc
 from gramc.automata.pda_table import _has_cycle
 from gramc.runtime import pda_stack_dfa
+from gramc.automata.trie import trie_for
 from gramc.runtime.pda_stack_dfa import StackDFA
 from paths import shared_path
 
@@ -44,6 +45,7 @@ def _walk_and_compare(art, vocab, steps: int, seed: int, sample: int = 6000) -> 
     stack = StackDFA(table.table, table.parser, table.token_bytes)
     assert stack.usable
     byte_ids = np.array([i for i in range(vocab.size) if i not in vocab.special_ids and vocab.tokens[i]])
+    trie = trie_for(vocab)
     rng = np.random.default_rng(seed)
     m = art.matcher()
     compared = 0
@@ -57,6 +59,12 @@ def _walk_and_compare(art, vocab, steps: int, seed: int, sample: int = 6000) -> 
         assert not len(bad), [(int(ids[i]), vocab.tokens[ids[i]], bool(got[i])) for i in bad[:8]]
         few = np.concatenate([ids[want][:8], ids[~want][:24]])  # again, on transitions built above
         assert np.array_equal(stack.accepts(key, few), np.isin(few, ids[want]))
+        # The whole-vocabulary walk (lazy masks), on this DFA and on a fresh one that builds
+        # every state it needs during the walk.
+        everything = byte_ids[stack.accepts(key, byte_ids)]
+        fresh = StackDFA(table.table, table.parser, table.token_bytes)
+        for walker in (stack, fresh):
+            assert np.array_equal(np.sort(walker.allowed(key, trie)), everything)
         compared += int(want.sum())
         allowed = [t for t in np.flatnonzero(m.mask()) if t not in vocab.eos_ids]
         if not allowed:
@@ -120,12 +128,19 @@ def test_masks_stay_exact_when_the_dfa_is_dropped_or_a_state_is_too_large(gpt2, 
     text = 'root ::= "[" (root ("," root)*)? "]" | [a-z]+'
     doc = b"[[ab,[c]],[],[[d,e],f]]"
     reference = _masks_along(gramc.compile(text, format="gbnf", vocab=gpt2), gpt2, doc)
-    monkeypatch.setattr(pda_stack_dfa, "MAX_STATES", 3)
-    assert _masks_along(gramc.compile(text, format="gbnf", vocab=gpt2), gpt2, doc) == reference
-    monkeypatch.setattr(pda_stack_dfa, "MAX_CONFIGS", 1)  # every new state: Earley fallback
-    assert _masks_along(gramc.compile(text, format="gbnf", vocab=gpt2), gpt2, doc) == reference
-    monkeypatch.setattr(pda_stack_dfa, "MAX_CONFIGS", 4)  # some states built, some refused
-    assert _masks_along(gramc.compile(text, format="gbnf", vocab=gpt2), gpt2, doc) == reference
+
+    def masks(lazy):
+        return _masks_along(gramc.compile(text, format="gbnf", vocab=gpt2, lazy=lazy), gpt2, doc)
+
+    for lazy in (False, True):  # lazy tables walk the stack DFA for whole masks
+        assert masks(lazy) == reference
+        monkeypatch.setattr(pda_stack_dfa, "MAX_STATES", 3)
+        assert masks(lazy) == reference
+        monkeypatch.setattr(pda_stack_dfa, "MAX_CONFIGS", 1)  # every new state: Earley fallback
+        assert masks(lazy) == reference
+        monkeypatch.setattr(pda_stack_dfa, "MAX_CONFIGS", 4)  # some states built, some refused
+        assert masks(lazy) == reference
+        monkeypatch.undo()
 
 
 def _masks_along(art, vocab, doc: bytes) -> list[bytes]:

@@ -170,6 +170,68 @@ def run_tokens(trans, classes, offsets, lengths, ids, state, read, missing):
 
 
 @numba.njit(cache=True, nogil=True)
+def walk_unbuilt(trans, cls, blob, offsets, lengths, lcp, skip, max_len, ranges, n_ranges,
+                 out_pos, ne, pending, missing):
+    """The token walk through a transition table built on demand (negative: not built yet).
+
+    Each of ``ranges[:n_ranges]`` (rows of lo, hi, depth, state) is a run of sorted positions
+    whose tokens share their first ``depth`` bytes, read into ``state``. Tokens read alive to
+    their end are appended to ``out_pos`` (from index ``ne``). A token stopped by an unbuilt
+    transition defers every token sharing that prefix: one row of ``pending`` (same layout as
+    ``ranges``, to walk again once built), and the transition is written once to ``missing``
+    (and set to -2 in ``trans``: the caller must build it). Returns (ne, n_pending, n_missing).
+    """
+    stack = np.empty(max_len + 1, np.int64)
+    npend = 0
+    nmiss = 0
+    for k in range(n_ranges):
+        lo, hi, depth = ranges[k, 0], ranges[k, 1], ranges[k, 2]
+        stack[depth] = ranges[k, 3]
+        dead = max_len + 1
+        p = lo
+        while p < hi:
+            shared = depth if p == lo else lcp[p]
+            if shared >= dead:
+                while p < hi and lcp[p] >= dead:
+                    p = skip[p]
+                continue
+            dead = max_len + 1
+            st = stack[shared]
+            o = offsets[p]
+            n = lengths[p]
+            i = shared
+            while i < n:
+                c = cls[blob[o + i]]
+                nxt = trans[st, c]
+                if nxt < 0:
+                    if nxt == -1:
+                        trans[st, c] = -2
+                        missing[nmiss, 0] = st
+                        missing[nmiss, 1] = c
+                        nmiss += 1
+                    pending[npend, 0] = p
+                    pending[npend, 1] = _subtree_end(lcp, skip, p, i + 1)
+                    pending[npend, 2] = i
+                    pending[npend, 3] = st
+                    npend += 1
+                    st = DEAD
+                elif nxt != DEAD:
+                    st = nxt
+                    i += 1
+                    stack[i] = st
+                    continue
+                else:
+                    st = DEAD
+                dead = i + 1
+                break
+            if st != DEAD:
+                out_pos[ne] = p
+                ne += 1
+            p += 1
+    return ne, npend, nmiss
+
+
+@numba.njit(cache=True, nogil=True)
 def common_prefixes(blob, offsets, lengths):
     """``lcp[p]``: bytes token ``p`` shares with token ``p - 1`` (0 for the first)."""
     n_tok = len(offsets)

@@ -49,7 +49,9 @@ class StackDFA:
         self._lengths = lengths
         self._offsets = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
         blob = np.frombuffer(b"".join(token_bytes), dtype=np.uint8)
-        self._classes = table.byte_class.astype(np.int64)[blob]  # each token byte's class
+        self._byte_class = table.byte_class.astype(np.int64)
+        self._classes = self._byte_class[blob]  # each token byte's class
+        self._walk_buffers = None
         self._reset()
 
     def _reset(self) -> None:
@@ -79,16 +81,46 @@ class StackDFA:
             n = run_tokens(self._trans, self._classes, self._offsets, self._lengths, t, s, r, missing)
             state[todo], read[todo] = s, r
             todo = todo[(s != DEAD) & (r < self._lengths[t])]
-            pairs = missing[:n].tolist()
-            try:
-                for q, c in pairs:
-                    self._build(q, c)
-            except TooLarge:
-                for q, c in pairs:  # requested (-2) but not built: unbuilt again
-                    if self._trans[q, c] == -2:
-                        self._trans[q, c] = -1
-                raise
+            self._build_all(missing[:n].tolist())
         return state != DEAD
+
+    def allowed(self, key: int, trie) -> np.ndarray:
+        """The byte tokens the PDA can read from the Earley set whose key is ``key`` (ids in
+        ``trie`` order): every token of ``trie`` walked through this DFA, its missing states
+        built on the way. Raises :class:`TooLarge` as :meth:`accepts` does."""
+        from gramc.automata.walk import walk_unbuilt  # numba: imported on the first walk
+
+        if len(self._states) > MAX_STATES:
+            self._reset()
+        n_tok = len(trie.sorted_ids)
+        if self._walk_buffers is None or len(self._walk_buffers[0]) != n_tok:
+            self._walk_buffers = (np.empty(n_tok, dtype=np.int64), np.empty((n_tok, 4), dtype=np.int64),
+                                  np.empty((n_tok, 4), dtype=np.int64), np.empty((n_tok, 2), dtype=np.int64))
+        out, ranges, pending, missing = self._walk_buffers
+        ranges[0] = (0, n_tok, 0, self._state(self.parser.interned(key)))
+        n_ranges, ne = 1, 0
+        max_len = int(trie.lengths.max(initial=0))
+        while n_ranges:
+            ne, n_pending, n_missing = walk_unbuilt(
+                self._trans, self._byte_class, trie.blob, trie.offsets, trie.lengths, trie.lcp,
+                trie.skip, max_len, ranges, n_ranges, out, ne, pending, missing)
+            self._build_all(missing[:n_missing].tolist())
+            ranges, pending = pending, ranges
+            n_ranges = n_pending
+        self._walk_buffers = (out, ranges, pending, missing)
+        return trie.sorted_ids[out[:ne]]
+
+    def _build_all(self, pairs: list) -> None:
+        """Build the requested (-2) transitions ``pairs``; on :class:`TooLarge`, mark the ones
+        not built as unbuilt (-1) again before raising."""
+        try:
+            for q, c in pairs:
+                self._build(q, c)
+        except TooLarge:
+            for q, c in pairs:
+                if self._trans[q, c] == -2:
+                    self._trans[q, c] = -1
+            raise
 
     def _state(self, configs: frozenset) -> int:
         s = self._index.get(configs)

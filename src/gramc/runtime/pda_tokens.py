@@ -151,6 +151,10 @@ class PDATokenTable:
         return cached
 
     def _compute(self, chart: Sequence[ChartSet], key: int | None) -> np.ndarray:
+        if self._expansion is not None and key is not None:
+            walked = self._walked(chart, key)
+            if walked is not None:
+                return walked
         nodes = sorted({n for n, _ in chart[-1].items})
         if self._expansion is not None:
             self._bind_many(nodes)
@@ -161,6 +165,24 @@ class PDATokenTable:
         cands = self._uncertain(out, [u for _, u in rows if len(u)])
         if len(cands):
             set_bits(out, self._accepted(chart, key, cands))
+        if self.eos_ids and self.parser.is_complete(chart[-1]):
+            set_bits(out, self.eos_ids)
+        return out
+
+    def _walked(self, chart: Sequence[ChartSet], key: int) -> np.ndarray | None:
+        """The mask of a lazy table's configuration from the stack DFA alone: every token
+        walked from the configuration's state (None where the stack DFA cannot be used)."""
+        if self._stack is None:
+            self._stack = StackDFA(self.table, self.parser, self.token_bytes)
+        if not self._stack.usable:
+            return None
+        try:
+            ids = self._stack.allowed(key, self._trie)
+        except TooLarge:
+            return None
+        out = np.zeros(self.n_words, np.uint32)
+        set_bits(out, ids)
+        set_bits(out, [t for t in self.table.token_ids.tolist() if self.parser.scan_token(chart, t) is not None])
         if self.eos_ids and self.parser.is_complete(chart[-1]):
             set_bits(out, self.eos_ids)
         return out
