@@ -49,23 +49,25 @@ def walk_tokens(delta: np.ndarray, byte_class: np.ndarray, trie: TokenTrie, stat
     """Run every token of ``trie`` from each of ``states`` through ``delta`` (see :class:`Walk`).
 
     ``delta`` is indexed ``[state, byte_class[byte]]`` (extra columns, e.g. special tokens, are
-    never read); ``marker`` is a bool per state, or None for no hits.
+    never read; every entry a state); ``marker`` is a bool per state, or None for no hits.
     """
     states = np.asarray(states, dtype=np.int64)
     delta = np.ascontiguousarray(delta, dtype=np.int32)
     cls = np.ascontiguousarray(byte_class, dtype=np.int64)
     marks = np.zeros(0, dtype=np.bool_) if marker is None else np.ascontiguousarray(marker, dtype=np.bool_)
-    n_tok = len(trie.sorted_ids)
-    # One state at a time into buffers of the most it can produce: a kernel that grows its
-    # arrays pays reference counting on every access (~20x slower).
-    pos, nxt, hit_lo, hit_hi = (np.empty(n_tok + 1, dtype=np.int64) for _ in range(4))
+    buf = WalkBuffers(len(trie.sorted_ids))
+    max_len = int(trie.lengths.max(initial=0))
     parts = []
     for r, start in enumerate(states.tolist()):
-        ne, nh = _walk_one(delta, cls, trie.blob, trie.offsets, trie.lengths, trie.lcp, trie.skip,
-                           start, marks, marker is not None, pos, nxt, hit_lo, hit_hi)
+        buf.ranges[0] = (0, len(trie.sorted_ids), 0, start)
+        ne, nh, n_pending, _ = walk(delta, cls, trie.blob, trie.offsets, trie.lengths, trie.lcp, trie.skip,
+                                    max_len, buf.ranges, 1, marks, marker is not None, buf.pos, buf.next,
+                                    0, buf.hit_lo, buf.hit_hi, buf.pending, buf.missing)
+        if n_pending:
+            raise ValueError("walk_tokens: the transition table has unbuilt (negative) entries")
         if ne or nh:
-            parts.append((np.full(ne, r, dtype=np.int64), pos[:ne].copy(), nxt[:ne].copy(),
-                          np.full(nh, r, dtype=np.int64), hit_lo[:nh].copy(), hit_hi[:nh].copy()))
+            parts.append((np.full(ne, r, dtype=np.int64), buf.pos[:ne].copy(), buf.next[:ne].copy(),
+                          np.full(nh, r, dtype=np.int64), buf.hit_lo[:nh].copy(), buf.hit_hi[:nh].copy()))
     if not parts:
         empty = np.zeros(0, dtype=np.int64)
         return Walk(empty, trie.sorted_ids[empty], empty, empty, empty, empty, empty)
@@ -73,57 +75,95 @@ def walk_tokens(delta: np.ndarray, byte_class: np.ndarray, trie: TokenTrie, stat
     return Walk(row, trie.sorted_ids[p], next_state, trie.lengths[p], hit_row, lo, hi)
 
 
+class WalkBuffers:
+    """Output buffers of :func:`walk` sized for one walk of every token: each token is emitted,
+    deferred or hit at most once, so nothing grows inside the kernel (a numba kernel that
+    grows its arrays pays reference counting on every access, ~20x slower)."""
+
+    def __init__(self, n_tok: int):
+        self.n_tok = n_tok
+        self.pos, self.next, self.hit_lo, self.hit_hi = (np.empty(n_tok + 1, dtype=np.int64) for _ in range(4))
+        self.ranges, self.pending = (np.empty((n_tok + 1, 4), dtype=np.int64) for _ in range(2))
+        self.missing = np.empty((n_tok + 1, 2), dtype=np.int64)
+
+
 @numba.njit(cache=True, nogil=True)
-def _walk_one(delta, cls, blob, offsets, lengths, lcp, skip, start, marker, use_marker,
-              out_pos, out_next, hit_lo, hit_hi):
-    """Walk every token from ``start``: the sorted positions and end states of the tokens read
-    alive into ``out_pos``/``out_next``, and the position ranges under marked states into
-    ``hit_lo``/``hit_hi`` (disjoint: a range already covering a token covers its sub-trees).
-    Returns the counts written."""
-    n_tok = len(offsets)
-    if start == DEAD:
-        return 0, 0
-    ne = 0
-    nh = 0
-    covered = 0  # tokens before this position are in a recorded hit range
-    if use_marker and marker[start]:
-        hit_lo[0], hit_hi[0] = 0, n_tok
-        nh = 1
-        covered = n_tok
-    max_len = 0
-    for p in range(n_tok):
-        max_len = max(max_len, lengths[p])
+def walk(trans, cls, blob, offsets, lengths, lcp, skip, max_len, ranges, n_ranges, marker, use_marker,
+         out_pos, out_next, ne, hit_lo, hit_hi, pending, missing):
+    """The token walk, through a table that may be built on demand (negative: not built yet).
+
+    Each of ``ranges[:n_ranges]`` (rows of lo, hi, depth, state) is a run of sorted positions
+    whose tokens share their first ``depth`` bytes, read into ``state`` (a whole walk from a
+    state is the range ``(0, n_tok, 0, state)``). Tokens read alive to their end are appended
+    to ``out_pos``/``out_next`` (position, end state) from index ``ne``. With ``use_marker``,
+    the positions under a marked state met alive go to ``hit_lo``/``hit_hi`` as disjoint
+    ranges (a range already covering a token covers its sub-trees). A token stopped by an
+    unbuilt transition defers every token sharing that prefix: one row of ``pending`` (laid out
+    as ``ranges``, to walk again once built), and the transition is written once to
+    ``missing`` (and set to -2 in ``trans``: the caller must build it).
+
+    Returns (ne, n_hits, n_pending, n_missing).
+    """
     stack = np.empty(max_len + 1, np.int64)
-    stack[0] = start
-    dead = max_len + 1  # every token sharing this many bytes with the last walked one dies
-    p = 0
-    while p < n_tok:
-        shared = lcp[p]
-        if shared >= dead:
-            while p < n_tok and lcp[p] >= dead:
-                p = skip[p]
+    nh = 0
+    npend = 0
+    nmiss = 0
+    for k in range(n_ranges):
+        lo, hi, depth = ranges[k, 0], ranges[k, 1], ranges[k, 2]
+        stack[depth] = ranges[k, 3]
+        if stack[depth] == DEAD:
             continue
-        dead = max_len + 1
-        st = stack[shared]
-        o = offsets[p]
-        n = lengths[p]
-        i = shared
-        while i < n:
-            st = delta[st, cls[blob[o + i]]]
-            if st == DEAD:
+        covered = lo  # positions before this one are in a recorded hit range
+        if use_marker and marker[stack[depth]]:
+            hit_lo[nh], hit_hi[nh] = lo, hi
+            nh += 1
+            covered = hi
+        dead = max_len + 1  # every token sharing this many bytes with the last walked one dies
+        p = lo
+        while p < hi:
+            shared = depth if p == lo else lcp[p]
+            if shared >= dead:
+                while p < hi and lcp[p] >= dead:
+                    p = skip[p]
+                continue
+            dead = max_len + 1
+            st = stack[shared]
+            o = offsets[p]
+            n = lengths[p]
+            i = shared
+            while i < n:
+                c = cls[blob[o + i]]
+                nxt = trans[st, c]
+                if nxt < 0:
+                    if nxt == -1:
+                        trans[st, c] = -2
+                        missing[nmiss, 0] = st
+                        missing[nmiss, 1] = c
+                        nmiss += 1
+                    pending[npend, 0] = p
+                    pending[npend, 1] = _subtree_end(lcp, skip, p, i + 1)
+                    pending[npend, 2] = i
+                    pending[npend, 3] = st
+                    npend += 1
+                    st = DEAD
+                elif nxt != DEAD:
+                    st = nxt
+                    i += 1
+                    stack[i] = st
+                    if use_marker and p >= covered and marker[st]:
+                        covered = _subtree_end(lcp, skip, p, i)
+                        hit_lo[nh], hit_hi[nh] = p, covered
+                        nh += 1
+                    continue
+                else:
+                    st = DEAD
                 dead = i + 1
                 break
-            i += 1
-            stack[i] = st
-            if use_marker and p >= covered and marker[st]:
-                covered = _subtree_end(lcp, skip, p, i)
-                hit_lo[nh], hit_hi[nh] = p, covered
-                nh += 1
-        if st != DEAD:
-            out_pos[ne], out_next[ne] = p, st
-            ne += 1
-        p += 1
-    return ne, nh
+            if st != DEAD:
+                out_pos[ne], out_next[ne] = p, st
+                ne += 1
+            p += 1
+    return ne, nh, npend, nmiss
 
 
 @numba.njit(cache=True, nogil=True)
@@ -167,68 +207,6 @@ def run_tokens(trans, classes, offsets, lengths, ids, state, read, missing):
         state[i] = s
         read[i] = k
     return n_missing
-
-
-@numba.njit(cache=True, nogil=True)
-def walk_unbuilt(trans, cls, blob, offsets, lengths, lcp, skip, max_len, ranges, n_ranges,
-                 out_pos, ne, pending, missing):
-    """The token walk through a transition table built on demand (negative: not built yet).
-
-    Each of ``ranges[:n_ranges]`` (rows of lo, hi, depth, state) is a run of sorted positions
-    whose tokens share their first ``depth`` bytes, read into ``state``. Tokens read alive to
-    their end are appended to ``out_pos`` (from index ``ne``). A token stopped by an unbuilt
-    transition defers every token sharing that prefix: one row of ``pending`` (same layout as
-    ``ranges``, to walk again once built), and the transition is written once to ``missing``
-    (and set to -2 in ``trans``: the caller must build it). Returns (ne, n_pending, n_missing).
-    """
-    stack = np.empty(max_len + 1, np.int64)
-    npend = 0
-    nmiss = 0
-    for k in range(n_ranges):
-        lo, hi, depth = ranges[k, 0], ranges[k, 1], ranges[k, 2]
-        stack[depth] = ranges[k, 3]
-        dead = max_len + 1
-        p = lo
-        while p < hi:
-            shared = depth if p == lo else lcp[p]
-            if shared >= dead:
-                while p < hi and lcp[p] >= dead:
-                    p = skip[p]
-                continue
-            dead = max_len + 1
-            st = stack[shared]
-            o = offsets[p]
-            n = lengths[p]
-            i = shared
-            while i < n:
-                c = cls[blob[o + i]]
-                nxt = trans[st, c]
-                if nxt < 0:
-                    if nxt == -1:
-                        trans[st, c] = -2
-                        missing[nmiss, 0] = st
-                        missing[nmiss, 1] = c
-                        nmiss += 1
-                    pending[npend, 0] = p
-                    pending[npend, 1] = _subtree_end(lcp, skip, p, i + 1)
-                    pending[npend, 2] = i
-                    pending[npend, 3] = st
-                    npend += 1
-                    st = DEAD
-                elif nxt != DEAD:
-                    st = nxt
-                    i += 1
-                    stack[i] = st
-                    continue
-                else:
-                    st = DEAD
-                dead = i + 1
-                break
-            if st != DEAD:
-                out_pos[ne] = p
-                ne += 1
-            p += 1
-    return ne, npend, nmiss
 
 
 @numba.njit(cache=True, nogil=True)

@@ -88,27 +88,28 @@ class StackDFA:
         """The byte tokens the PDA can read from the Earley set whose key is ``key`` (ids in
         ``trie`` order): every token of ``trie`` walked through this DFA, its missing states
         built on the way. Raises :class:`TooLarge` as :meth:`accepts` does."""
-        from gramc.automata.walk import walk_unbuilt  # numba: imported on the first walk
+        from gramc.automata.walk import WalkBuffers, walk  # numba: imported on the first walk
 
         if len(self._states) > MAX_STATES:
             self._reset()
         n_tok = len(trie.sorted_ids)
-        if self._walk_buffers is None or len(self._walk_buffers[0]) != n_tok:
-            self._walk_buffers = (np.empty(n_tok, dtype=np.int64), np.empty((n_tok, 4), dtype=np.int64),
-                                  np.empty((n_tok, 4), dtype=np.int64), np.empty((n_tok, 2), dtype=np.int64))
-        out, ranges, pending, missing = self._walk_buffers
+        if self._walk_buffers is None or self._walk_buffers.n_tok != n_tok:
+            self._walk_buffers = WalkBuffers(n_tok)
+        buf = self._walk_buffers
+        ranges, pending = buf.ranges, buf.pending
         ranges[0] = (0, n_tok, 0, self._state(self.parser.interned(key)))
         n_ranges, ne = 1, 0
         max_len = int(trie.lengths.max(initial=0))
+        no_marker = np.zeros(0, dtype=np.bool_)
         while n_ranges:
-            ne, n_pending, n_missing = walk_unbuilt(
+            ne, _, n_pending, n_missing = walk(
                 self._trans, self._byte_class, trie.blob, trie.offsets, trie.lengths, trie.lcp,
-                trie.skip, max_len, ranges, n_ranges, out, ne, pending, missing)
-            self._build_all(missing[:n_missing].tolist())
+                trie.skip, max_len, ranges, n_ranges, no_marker, False, buf.pos, buf.next, ne,
+                buf.hit_lo, buf.hit_hi, pending, buf.missing)
+            self._build_all(buf.missing[:n_missing].tolist())
             ranges, pending = pending, ranges
             n_ranges = n_pending
-        self._walk_buffers = (out, ranges, pending, missing)
-        return trie.sorted_ids[out[:ne]]
+        return trie.sorted_ids[buf.pos[:ne]]
 
     def _build_all(self, pairs: list) -> None:
         """Build the requested (-2) transitions ``pairs``; on :class:`TooLarge`, mark the ones
