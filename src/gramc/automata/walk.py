@@ -135,11 +135,7 @@ def walk(trans, cls, blob, offsets, lengths, lcp, skip, max_len, ranges, n_range
                 c = cls[blob[o + i]]
                 nxt = trans[st, c]
                 if nxt < 0:
-                    if nxt == -1:
-                        trans[st, c] = -2
-                        missing[nmiss, 0] = st
-                        missing[nmiss, 1] = c
-                        nmiss += 1
+                    nmiss = _request(trans, st, c, nxt, missing, nmiss)
                     pending[npend, 0] = p
                     pending[npend, 1] = _subtree_end(lcp, skip, p, i + 1)
                     pending[npend, 2] = i
@@ -164,6 +160,18 @@ def walk(trans, cls, blob, offsets, lengths, lcp, skip, max_len, ranges, n_range
                 ne += 1
             p += 1
     return ne, nh, npend, nmiss
+
+
+@numba.njit(cache=True, nogil=True)
+def _request(trans, state, c, entry, missing, n_missing):
+    """Ask for the unbuilt transition ``(state, c)`` (its table ``entry`` is negative): written
+    to ``missing`` and set to -2 the first time, so it is asked for once. Returns the count."""
+    if entry == -1:
+        trans[state, c] = -2
+        missing[n_missing, 0] = state
+        missing[n_missing, 1] = c
+        n_missing += 1
+    return n_missing
 
 
 @numba.njit(cache=True, nogil=True)
@@ -196,11 +204,7 @@ def run_tokens(trans, classes, offsets, lengths, ids, state, read, missing):
             c = classes[o + k]
             nxt = trans[s, c]
             if nxt < 0:
-                if nxt == -1:
-                    trans[s, c] = -2
-                    missing[n_missing, 0] = s
-                    missing[n_missing, 1] = c
-                    n_missing += 1
+                n_missing = _request(trans, s, c, nxt, missing, n_missing)
                 break
             s = nxt
             k += 1
