@@ -52,7 +52,9 @@ def walk_tokens(delta: np.ndarray, byte_class: np.ndarray, trie: TokenTrie, stat
     never read; every entry a state); ``marker`` is a bool per state, or None for no hits.
     """
     states = np.asarray(states, dtype=np.int64)
-    delta = np.ascontiguousarray(delta, dtype=np.int32)
+    # The kernel can write requests into a table built on demand, so numba needs a writeable
+    # one: a table read from a file is copied (binding at load walks 64 states per copy).
+    delta = np.require(delta, np.int32, ["C", "W"])
     cls = np.ascontiguousarray(byte_class, dtype=np.int64)
     marks = np.zeros(0, dtype=np.bool_) if marker is None else np.ascontiguousarray(marker, dtype=np.bool_)
     buf = WalkBuffers(len(trie.sorted_ids))
