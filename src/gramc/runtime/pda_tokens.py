@@ -4,7 +4,9 @@ The mask of an Earley configuration is the OR of its nodes' accepted rows, plus 
 uncertain tokens of those nodes that the real parse accepts, plus EOS where the output is
 complete. Uncertain tokens are checked all at once on the :class:`StackDFA` (a DFA over real
 stacks, grown on use and kept), or, for left-recursive grammars, one by one with the Earley
-parser in byte order so tokens sharing a prefix share the work. Masks are memoised by the
+parser in byte order so tokens sharing a prefix share the work. A lazy table (nodes not bound
+yet) skips the node rows where it can: it walks every token through the stack DFA from the
+configuration's state (:meth:`StackDFA.allowed`). Masks are memoised by the
 configuration key (:meth:`EarleyParser.key`), so a configuration seen before costs a
 dictionary lookup.
 """
@@ -172,12 +174,11 @@ class PDATokenTable:
     def _walked(self, chart: Sequence[ChartSet], key: int) -> np.ndarray | None:
         """The mask of a lazy table's configuration from the stack DFA alone: every token
         walked from the configuration's state (None where the stack DFA cannot be used)."""
-        if self._stack is None:
-            self._stack = StackDFA(self.table, self.parser, self.token_bytes)
-        if not self._stack.usable:
+        stack = self._stack_dfa()
+        if not stack.usable:
             return None
         try:
-            ids = self._stack.allowed(key, self._trie)
+            ids = stack.allowed(key, self._trie)
         except TooLarge:
             return None
         out = np.zeros(self.n_words, np.uint32)
@@ -206,20 +207,23 @@ class PDATokenTable:
 
     def _accepted(self, chart: Sequence[ChartSet], key: int | None, cands: np.ndarray) -> np.ndarray:
         """The candidate tokens the real parse accepts."""
-        if key is not None:
-            if self._stack is None:
-                self._stack = StackDFA(self.table, self.parser, self.token_bytes)
-            if self._stack.usable:
-                special = np.isin(cands, self._special_ids)
-                byte_ids = cands[~special]
-                try:
-                    ok = byte_ids[self._stack.accepts(key, byte_ids)]
-                except TooLarge:
-                    return np.array(self._check(chart, cands), dtype=np.int64)
-                return np.concatenate([ok, np.array(self._check(chart, cands[special]), dtype=np.int64)])
-        return np.array(self._check(chart, cands), dtype=np.int64)
+        if key is not None and self._stack_dfa().usable:
+            special = np.isin(cands, self._special_ids)
+            byte_ids = cands[~special]
+            try:
+                ok = byte_ids[self._stack.accepts(key, byte_ids)]
+            except TooLarge:
+                return self._check(chart, cands)
+            return np.concatenate([ok, self._check(chart, cands[special])])
+        return self._check(chart, cands)
 
-    def _check(self, chart: Sequence[ChartSet], cands: np.ndarray) -> list[int]:
+    def _stack_dfa(self) -> StackDFA:
+        """The table's stack DFA, made on first use (it is grown and kept across masks)."""
+        if self._stack is None:
+            self._stack = StackDFA(self.table, self.parser, self.token_bytes)
+        return self._stack
+
+    def _check(self, chart: Sequence[ChartSet], cands: np.ndarray) -> np.ndarray:
         """The candidate tokens the Earley parser accepts (prefixes shared in byte order)."""
         ok: list[int] = []
         parser = self.parser
@@ -248,7 +252,7 @@ class PDATokenTable:
             prefix = tb
             if dead_at < 0:
                 ok.append(t)
-        return ok
+        return np.array(ok, dtype=np.int64)
 
     def _by_rank(self, ids: np.ndarray) -> list[int]:
         """``ids`` in the byte order of their tokens (specials, which have no bytes, first)."""
