@@ -259,3 +259,42 @@ def test_token_walk_on_dense_prefix_vocabularies(data, tokens):
     states = np.array(data.draw(st.lists(st.integers(0, len(delta) - 1), min_size=1, max_size=4)))
     assert _walk_sets(walk_tokens(delta, byte_class, trie, states, marker)) == \
         _reference_walk(delta, byte_class, trie, states, marker)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.data(), st.lists(st.binary(min_size=1, max_size=6).map(lambda b: bytes(x % 3 + 97 for x in b)),
+                           min_size=1, max_size=40))
+def test_walk_of_cut_ranges_through_a_table_built_on_demand(data, tokens):
+    """Ranges that cut through sub-trees (the tokens leaving a byte loop) are walked alone:
+    each of their tokens ends once, none outside them, also when unbuilt transitions defer
+    part of a range to a later round."""
+    from gramc.automata.trie import TokenTrie
+    from gramc.automata.walk import WalkBuffers, walk
+
+    trie = TokenTrie.from_vocab(Vocab.from_list(tokens))
+    n_tok = len(trie.sorted_ids)
+    delta, byte_class, _ = _random_automaton(data, n_max=5)
+    start = data.draw(st.integers(1, len(delta) - 1))
+    cuts = sorted(set(data.draw(st.lists(st.integers(0, n_tok), min_size=2, max_size=8))))
+    ranges = [(a, b) for a, b in zip(cuts, cuts[1:]) if data.draw(st.booleans())]
+    trans = delta.copy()
+    unbuilt = np.array(data.draw(st.lists(st.booleans(), min_size=trans.size, max_size=trans.size)))
+    trans.reshape(-1)[unbuilt] = -1
+    trans[0] = 0
+    buf = WalkBuffers(n_tok)
+    for k, (a, b) in enumerate(ranges):
+        buf.ranges[k] = (a, b, 0, start)
+    todo, pending, n_ranges, ne = buf.ranges, buf.pending, len(ranges), 0
+    while n_ranges:
+        ne, _, n_pending, n_missing = walk(trans, byte_class.astype(np.int64), trie.blob, trie.offsets,
+                                           trie.lengths, trie.lcp, trie.skip, int(trie.lengths.max()), todo,
+                                           n_ranges, np.zeros(0, np.bool_), False, buf.pos, buf.next, ne,
+                                           buf.hit_lo, buf.hit_hi, pending, buf.missing)
+        for q, c in buf.missing[:n_missing].tolist():
+            trans[q, c] = delta[q, c]
+        todo, pending, n_ranges = pending, todo, n_pending
+    got = sorted(zip(buf.pos[:ne].tolist(), buf.next[:ne].tolist()))
+    ends, _ = _reference_walk(delta, byte_class, trie, np.array([start]), None)
+    inside = {p for a, b in ranges for p in range(a, b)}
+    position = {int(t): p for p, t in enumerate(trie.sorted_ids)}
+    assert got == sorted((position[t], s) for _, t, s, _ in ends if position[t] in inside)

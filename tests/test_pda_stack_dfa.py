@@ -12,11 +12,15 @@ import json
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import gramc
 from gramc.automata.pda_table import _has_cycle
 from gramc.runtime import pda_stack_dfa
 from gramc.automata.trie import trie_for
+from gramc.runtime.bitmask import n_words, unpack_row
+from gramc.runtime.pda_loops import LoopSlices, _loop_components
 from gramc.runtime.pda_stack_dfa import StackDFA
 from paths import shared_path
 
@@ -25,6 +29,12 @@ TREE_SCHEMA = json.dumps({
     "$defs": {"node": {"type": "object", "properties": {"v": {"type": "integer"},
                                                         "kids": {"type": "array", "items": {"$ref": "#/$defs/node"}}},
                        "required": ["v"]}},
+    "$ref": "#/$defs/node",
+})
+NAMED_TREE_SCHEMA = json.dumps({
+    "$defs": {"node": {"type": "object", "properties": {
+        "name": {"type": "string"}, "tag": {"type": "string", "pattern": "^[a-z]+(-[a-z0-9]+)*$"},
+        "kids": {"type": "array", "items": {"$ref": "#/$defs/node"}}}, "required": ["name"]}},
     "$ref": "#/$defs/node",
 })
 LEFT_RECURSIVE_LARK = 'start: expr\nexpr: expr "+" NUM | NUM\nNUM: /[0-9]+/\n'
@@ -64,7 +74,9 @@ def _walk_and_compare(art, vocab, steps: int, seed: int, sample: int = 6000) -> 
         everything = byte_ids[stack.accepts(key, byte_ids)]
         fresh = StackDFA(table.table, table.parser, table.token_bytes)
         for walker in (stack, fresh):
-            assert np.array_equal(np.sort(walker.allowed(key, trie)), everything)
+            words = np.zeros(n_words(vocab.size), dtype=np.uint32)
+            walker.allowed(key, trie, words)
+            assert np.array_equal(np.flatnonzero(unpack_row(words, vocab.size)), everything)
         compared += int(want.sum())
         allowed = [t for t in np.flatnonzero(m.mask()) if t not in vocab.eos_ids]
         if not allowed:
@@ -90,6 +102,52 @@ def test_agrees_with_earley_on_a_recursive_schema(gpt2, seed):
     art = gramc.compile(TREE_SCHEMA, format="json_schema", vocab=gpt2)
     assert art.kind == "pda"
     assert _walk_and_compare(art, gpt2, 20, seed) > 0
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_string_bodies_take_their_loop_slice_and_stay_exact(gpt2, seed, monkeypatch):
+    """Inside string bodies (loops of plain nodes) the whole-vocabulary walk starts from the
+    loop's precomputed tokens and walks only those leaving it: still equal, token by token, to
+    the per-token check, and the slices are really used on the way."""
+    used = []
+    slice_for = LoopSlices.slice_for
+
+    def spy(self, node):
+        found = slice_for(self, node)
+        used.append(found is not None and len(found.lo) > 0 and found.words.any())
+        return found
+
+    monkeypatch.setattr(LoopSlices, "slice_for", spy)
+    art = gramc.compile(NAMED_TREE_SCHEMA, format="json_schema", vocab=gpt2)
+    assert art.kind == "pda"
+    assert _walk_and_compare(art, gpt2, 30, seed) > 0
+    assert any(used)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(1, 9).flatmap(lambda n: st.tuples(
+    st.lists(st.lists(st.integers(0, n - 1), min_size=3, max_size=3), min_size=n, max_size=n),
+    st.lists(st.booleans(), min_size=n, max_size=n))))
+def test_loops_are_the_strongly_connected_plain_nodes(graph):
+    """Loop ids against the definition: two plain nodes share a loop exactly when each reaches
+    the other through plain nodes, and a node is in a loop when it reaches itself."""
+    rows, plain = graph
+    succ = np.array(rows, dtype=np.int32)
+    plain = np.array(plain, dtype=np.bool_)
+    plain[0] = False  # node 0 is DEAD
+    n = len(succ)
+    reach = np.zeros((n, n), dtype=bool)  # reach[a, b]: a path of one or more plain steps
+    for a in range(n):
+        for b in succ[a]:
+            reach[a, b] = plain[a] and plain[b]
+    for k in range(n):
+        reach |= reach[:, k : k + 1] & reach[k : k + 1, :]
+    comp = _loop_components(succ, plain)
+    for a in range(n):
+        assert (comp[a] >= 0) == bool(reach[a, a])
+        for b in range(n):
+            if comp[a] >= 0 and comp[b] >= 0:
+                assert (comp[a] == comp[b]) == bool(reach[a, b] and reach[b, a])
 
 
 def test_a_dropped_return_is_caught(gpt2, monkeypatch):

@@ -96,7 +96,8 @@ def walk(trans, cls, blob, offsets, lengths, lcp, skip, max_len, ranges, n_range
 
     Each of ``ranges[:n_ranges]`` (rows of lo, hi, depth, state) is a run of sorted positions
     whose tokens share their first ``depth`` bytes, read into ``state`` (a whole walk from a
-    state is the range ``(0, n_tok, 0, state)``). Tokens read alive to their end are appended
+    state is the range ``(0, n_tok, 0, state)``); nothing outside a range is walked, deferred
+    or hit, even where the tokens around it share more bytes. Tokens read alive to their end are appended
     to ``out_pos``/``out_next`` (position, end state) from index ``ne``. With ``use_marker``,
     the positions under a marked state met alive go to ``hit_lo``/``hit_hi`` as disjoint
     ranges (a range already covering a token covers its sub-trees). A token stopped by an
@@ -139,7 +140,7 @@ def walk(trans, cls, blob, offsets, lengths, lcp, skip, max_len, ranges, n_range
                 if nxt < 0:
                     nmiss = _request(trans, st, c, nxt, missing, nmiss)
                     pending[npend, 0] = p
-                    pending[npend, 1] = _subtree_end(lcp, skip, p, i + 1)
+                    pending[npend, 1] = min(_subtree_end(lcp, skip, p, i + 1), hi)
                     pending[npend, 2] = i
                     pending[npend, 3] = st
                     npend += 1
@@ -149,7 +150,7 @@ def walk(trans, cls, blob, offsets, lengths, lcp, skip, max_len, ranges, n_range
                     i += 1
                     stack[i] = st
                     if use_marker and p >= covered and marker[st]:
-                        covered = _subtree_end(lcp, skip, p, i)
+                        covered = min(_subtree_end(lcp, skip, p, i), hi)
                         hit_lo[nh], hit_hi[nh] = p, covered
                         nh += 1
                     continue

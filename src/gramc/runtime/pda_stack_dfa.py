@@ -24,6 +24,7 @@ import numpy as np
 
 from gramc.automata.pda_table import PDATable
 from gramc.automata.tables import DEAD
+from gramc.runtime.bitmask import set_bits
 from gramc.runtime.earley import TOP, EarleyParser
 
 #: States kept before the DFA is dropped and grown afresh (bounds memory on long sessions).
@@ -51,7 +52,9 @@ class StackDFA:
         blob = np.frombuffer(b"".join(token_bytes), dtype=np.uint8)
         self._byte_class = table.byte_class.astype(np.int64)
         self._classes = self._byte_class[blob]  # each token byte's class
+        self._table = table
         self._walk_buffers = None
+        self._loops = None
         self._reset()
 
     def _reset(self) -> None:
@@ -84,21 +87,36 @@ class StackDFA:
             self._build_all(missing[:n].tolist())
         return state != DEAD
 
-    def allowed(self, key: int, trie) -> np.ndarray:
-        """The byte tokens the PDA can read from the Earley set whose key is ``key`` (ids in
-        ``trie`` order): every token of ``trie`` walked through this DFA, its missing states
-        built on the way. Raises :class:`TooLarge` as :meth:`accepts` does."""
+    def allowed(self, key: int, trie, out: np.ndarray) -> None:
+        """Set in the packed row ``out`` the byte tokens of ``trie`` the PDA can read from the
+        Earley set whose key is ``key``: every token walked through this DFA, its missing
+        states built on the way. A configuration inside a byte loop (a string body) takes
+        the loop's precomputed tokens and walks only those that leave it
+        (:mod:`gramc.runtime.pda_loops`). Raises :class:`TooLarge` as :meth:`accepts` does."""
         from gramc.automata.walk import WalkBuffers, walk  # numba: imported on the first walk
+        from gramc.runtime.pda_loops import LoopSlices
 
         if len(self._states) > MAX_STATES:
             self._reset()
         n_tok = len(trie.sorted_ids)
         if self._walk_buffers is None or self._walk_buffers.n_tok != n_tok:
             self._walk_buffers = WalkBuffers(n_tok)
+        if self._loops is None or self._loops.trie is not trie:
+            self._loops = LoopSlices(self._table, trie)
         buf = self._walk_buffers
         ranges, pending = buf.ranges, buf.pending
-        ranges[0] = (0, n_tok, 0, self._state(self.parser.interned(key)))
-        n_ranges, ne = 1, 0
+        configs = self.parser.interned(key)
+        start = self._state(configs)
+        loop = self._loops.slice_for(next(iter(configs))[0]) if len(configs) == 1 else None
+        if loop is None:
+            ranges[0] = (0, n_tok, 0, start)
+            n_ranges = 1
+        else:
+            out |= loop.words
+            n_ranges = len(loop.lo)
+            ranges[:n_ranges, 0], ranges[:n_ranges, 1] = loop.lo, loop.hi
+            ranges[:n_ranges, 2], ranges[:n_ranges, 3] = 0, start
+        ne = 0
         max_len = int(trie.lengths.max(initial=0))
         no_marker = np.zeros(0, dtype=np.bool_)
         while n_ranges:
@@ -109,7 +127,7 @@ class StackDFA:
             self._build_all(buf.missing[:n_missing].tolist())
             ranges, pending = pending, ranges
             n_ranges = n_pending
-        return trie.sorted_ids[buf.pos[:ne]]
+        set_bits(out, trie.sorted_ids[buf.pos[:ne]])
 
     def _build_all(self, pairs: list) -> None:
         """Build the requested (-2) transitions ``pairs``; on :class:`TooLarge`, mark the ones

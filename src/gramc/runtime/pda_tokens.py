@@ -177,12 +177,11 @@ class PDATokenTable:
         stack = self._stack_dfa()
         if not stack.usable:
             return None
+        out = np.zeros(self.n_words, np.uint32)
         try:
-            ids = stack.allowed(key, self._trie)
+            stack.allowed(key, self._trie, out)
         except TooLarge:
             return None
-        out = np.zeros(self.n_words, np.uint32)
-        set_bits(out, ids)
         set_bits(out, [t for t in self.table.token_ids.tolist() if self.parser.scan_token(chart, t) is not None])
         if self.eos_ids and self.parser.is_complete(chart[-1]):
             set_bits(out, self.eos_ids)
