@@ -20,7 +20,7 @@ from gramc.automata.pda_table import _has_cycle
 from gramc.runtime import pda_stack_dfa
 from gramc.automata.trie import trie_for
 from gramc.runtime.bitmask import n_words, unpack_row
-from gramc.runtime.pda_loops import LoopSlices, _loop_components
+from gramc.runtime.pda_slices import NodeSlices, _loop_components
 from gramc.runtime.pda_stack_dfa import StackDFA
 from paths import shared_path
 
@@ -105,23 +105,23 @@ def test_agrees_with_earley_on_a_recursive_schema(gpt2, seed):
 
 
 @pytest.mark.parametrize("seed", range(3))
-def test_string_bodies_take_their_loop_slice_and_stay_exact(gpt2, seed, monkeypatch):
-    """Inside string bodies (loops of plain nodes) the whole-vocabulary walk starts from the
-    loop's precomputed tokens and walks only those leaving it: still equal, token by token, to
-    the per-token check, and the slices are really used on the way."""
-    used = []
-    slice_for = LoopSlices.slice_for
+def test_node_slices_and_string_body_loops_stay_exact(gpt2, seed, monkeypatch):
+    """Whole-vocabulary walks that start from each node's precomputed stack-free tokens and
+    walk only the tokens reaching past an exit are still equal, token by token, to the
+    per-token check; string bodies (loops) are met on the way and share their slice."""
+    loops = []
+    slice_for = NodeSlices.slice_for
 
     def spy(self, node):
         found = slice_for(self, node)
-        used.append(found is not None and len(found.lo) > 0 and found.words.any())
+        loops.append(bool(self._comp[node] >= 0 and found is not None and len(found.lo)))
         return found
 
-    monkeypatch.setattr(LoopSlices, "slice_for", spy)
+    monkeypatch.setattr(NodeSlices, "slice_for", spy)
     art = gramc.compile(NAMED_TREE_SCHEMA, format="json_schema", vocab=gpt2)
     assert art.kind == "pda"
     assert _walk_and_compare(art, gpt2, 30, seed) > 0
-    assert any(used)
+    assert any(loops)
 
 
 @settings(max_examples=300, deadline=None)

@@ -54,7 +54,7 @@ class StackDFA:
         self._classes = self._byte_class[blob]  # each token byte's class
         self._table = table
         self._walk_buffers = None
-        self._loops = None
+        self._slices = None
         self._reset()
 
     def _reset(self) -> None:
@@ -89,33 +89,64 @@ class StackDFA:
 
     def allowed(self, key: int, trie, out: np.ndarray) -> None:
         """Set in the packed row ``out`` the byte tokens of ``trie`` the PDA can read from the
-        Earley set whose key is ``key``: every token walked through this DFA, its missing
-        states built on the way. A configuration inside a byte loop (a string body) takes
-        the loop's precomputed tokens and walks only those that leave it
-        (:mod:`gramc.runtime.pda_loops`). Raises :class:`TooLarge` as :meth:`accepts` does."""
-        from gramc.automata.walk import WalkBuffers, walk  # numba: imported on the first walk
-        from gramc.runtime.pda_loops import LoopSlices
+        Earley set whose key is ``key``. Per configuration of the set, the tokens its node reads
+        without touching the stack come precomputed (:mod:`gramc.runtime.pda_slices`); the
+        rest are walked through this DFA, its missing states built on the way. Raises
+        :class:`TooLarge` as :meth:`accepts` does."""
+        from gramc.automata.walk import WalkBuffers  # numba: imported on the first walk
+        from gramc.runtime.pda_slices import NodeSlices
 
         if len(self._states) > MAX_STATES:
             self._reset()
         n_tok = len(trie.sorted_ids)
         if self._walk_buffers is None or self._walk_buffers.n_tok != n_tok:
             self._walk_buffers = WalkBuffers(n_tok)
-        if self._loops is None or self._loops.trie is not trie:
-            self._loops = LoopSlices(self._table, trie)
+        if self._slices is None or self._slices.trie is not trie:
+            self._slices = NodeSlices(self._table, trie)
         buf = self._walk_buffers
+        # Each configuration's stack-free tokens, then its ranges that reach past an exit,
+        # walked from the configuration alone, in batches that cannot overflow the buffers
+        # (each range is walked once: at most n_tok tokens end per batch). Configurations
+        # whose node is not worth slicing are walked together, over every token.
+        batches: list[list] = [[]]
+        size = 0
+        whole = []
+        for node, k in self.parser.interned(key):
+            if not self._slices.reads(node):
+                continue
+            found = self._slices.slice_for(node)
+            if found is None:
+                whole.append((node, k))
+                continue
+            out |= found.words
+            if not len(found.lo):
+                continue
+            n = int((found.hi - found.lo).sum())
+            if size + n > n_tok:
+                batches.append([])
+                size = 0
+            batches[-1].append((found.lo, found.hi, self._state(frozenset(((node, k),)))))
+            size += n
+        if whole:
+            batches.append([((0,), (n_tok,), self._state(frozenset(whole)))])
+        for batch in batches:
+            self._walk_ranges(batch, trie, buf, out)
+
+    def _walk_ranges(self, batch: list, trie, buf, out: np.ndarray) -> None:
+        """Walk the (lo, hi, state) ranges of ``batch`` (token positions from ``lo[i]`` to
+        ``hi[i]``, from ``state``) through this DFA, building missing states between rounds,
+        and set the tokens read alive in ``out``."""
+        from gramc.automata.walk import walk
+
         ranges, pending = buf.ranges, buf.pending
-        configs = self.parser.interned(key)
-        start = self._state(configs)
-        loop = self._loops.slice_for(next(iter(configs))[0]) if len(configs) == 1 else None
-        if loop is None:
-            ranges[0] = (0, n_tok, 0, start)
-            n_ranges = 1
-        else:
-            out |= loop.words
-            n_ranges = len(loop.lo)
-            ranges[:n_ranges, 0], ranges[:n_ranges, 1] = loop.lo, loop.hi
-            ranges[:n_ranges, 2], ranges[:n_ranges, 3] = 0, start
+        n_ranges = 0
+        for lo, hi, state in batch:
+            m = len(lo)
+            ranges[n_ranges : n_ranges + m, 0] = lo
+            ranges[n_ranges : n_ranges + m, 1] = hi
+            ranges[n_ranges : n_ranges + m, 2] = 0
+            ranges[n_ranges : n_ranges + m, 3] = state
+            n_ranges += m
         ne = 0
         max_len = int(trie.lengths.max(initial=0))
         no_marker = np.zeros(0, dtype=np.bool_)

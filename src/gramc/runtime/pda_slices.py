@@ -1,25 +1,25 @@
-"""Token sets of a PDA's byte loops (string bodies and the like), walked once per loop shape.
+"""Per PDA node, the tokens it reads without touching the stack: walked once, reused per stack.
 
-Inside a JSON string, the parse state is one node of the string body and the stack below it.
-The node differs per property and the stack per nesting, so every string body is a new
-configuration, and walking all of a vocabulary's tokens through it (most of them survive)
-cost ~2-3 ms each: two thirds of the time spent on first-seen masks over MaskBench.
+A lazy table's mask of a configuration set ``F`` is the union, over its configurations
+``(node, k)``, of the tokens that configuration reads (a stack-DFA state is a set, and a token
+lives in a set exactly when it lives from one of its members). A token read from a node
+through *plain* nodes only (no calls, not accepting: nothing is pushed or popped) lives or
+dies whatever the stack ``k`` is, since the real states on the way are ``{(m, k)}``. So per
+node, the vocabulary is walked once through the PDA's own byte transitions, every way into a
+non-plain node folded into one *exit* state:
 
-But a token that stays inside the body never touches the stack, and what it does there only
-depends on the shape of the loop. A *loop* is a strongly connected set of plain nodes (no
-calls, not accepting: reading them never pushes or pops) in the PDA's byte transitions. From
-a node of a loop, every token is one of:
+- tokens read alive to their end, or ending on the exit byte (the node reached is real), are
+  accepted whatever the stack: one packed row;
+- tokens that die before the exit are rejected;
+- the sub-trees that read on past the exit depend on the stack, and are the only tokens
+  walked per configuration, through the stack DFA from ``{(node, k)}``.
 
-- read to its end inside the loop, or ending on the byte that leaves it: accepted, whatever
-  the stack (from a configuration ``{(node, k)}`` the real states on the way are ``{(m, k)}``);
-- dead inside the loop: rejected;
-- leaving the loop at some byte: decided by the real stack, so the token's sub-tree is walked
-  from the real configuration.
-
-The first two are computed once per loop shape (the loop's transitions renumbered from the
-entry node, exits folded into one state), shared by every node and stack with that shape;
-only the tokens that leave (those with a ``"`` in a string body: ~1-3% of a vocabulary) are
-walked per configuration.
+Inside a JSON string body, that is the tokens with a ``"`` (1-3% of a vocabulary) instead of
+all of them: the whole-vocabulary walk of each new string body cost ~2-3 ms, two thirds of the
+time spent on first-seen masks over MaskBench. String bodies are also *loops* (strongly
+connected plain nodes) that recur under many nodes (one per property): a node of a loop is
+walked with the loop's other exits folded in as well, and the result is shared by every loop
+of the same shape (its transitions renumbered from the entry node).
 """
 
 from __future__ import annotations
@@ -35,23 +35,26 @@ from gramc.automata.trie import TokenTrie
 from gramc.automata.walk import WalkBuffers, walk
 from gramc.runtime.bitmask import n_words, set_bits
 
-#: Loops larger than this are not sliced (their signature would cost more than it saves).
+#: Loops larger than this are walked per node (their shape would cost more than it saves).
 MAX_LOOP_NODES = 256
+#: A node whose first byte leaves the plain nodes for more than this share of the tokens is
+#: not sliced: nearly all its tokens would be walked on the stack again anyway.
+MAX_FIRST_EXIT_SHARE = 0.25
 
 
 @dataclass(frozen=True, eq=False)
-class LoopSlice:
-    """The tokens of one loop shape: ``words`` (packed) are read alive to their end; the ones at
-    sorted positions ``lo[i]..hi[i]`` read on after leaving the loop (some of them are in
-    ``words`` too) and must be walked on the real stack."""
+class Slice:
+    """The tokens of one node: ``words`` (packed) are read alive whatever the stack; the ones
+    at sorted positions ``lo[i]..hi[i]`` read on past an exit (some of them are in ``words``
+    too) and must be walked on the real stack."""
 
     words: np.ndarray
     lo: np.ndarray
     hi: np.ndarray
 
 
-class LoopSlices:
-    """The :class:`LoopSlice` of each loop node of ``table`` against ``trie``, made on use."""
+class NodeSlices:
+    """The :class:`Slice` of each node of ``table`` against ``trie``, made on first use."""
 
     def __init__(self, table: PDATable, trie: TokenTrie):
         self.trie = trie
@@ -61,32 +64,52 @@ class LoopSlices:
         plain[DEAD] = False
         self._comp = _loop_components(self._succ, plain)
         self._members: dict[int, np.ndarray] = {}
+        # The plain walk: the byte transitions with every target that is not plain sent to
+        # one exit state (the last row, all DEAD), which is the walk's only marked state.
+        exit_state = len(self._succ)
+        plain_trans = np.where(plain[self._succ] | (self._succ == DEAD), self._succ, exit_state)
+        self._plain = np.vstack([plain_trans, np.zeros((1, plain_trans.shape[1]), np.int32)]).astype(np.int32)
+        self._plain_marker = np.zeros(exit_state + 1, dtype=np.bool_)
+        self._plain_marker[exit_state] = True
         self._byte_class = table.byte_class.astype(np.int64)
         self._n_words = n_words(trie.vocab_size)
-        self._by_node: dict[int, LoopSlice | None] = {}
-        self._by_shape: dict[bytes, LoopSlice] = {}
+        # Tokens per byte class of their first byte, to price a node's first-byte exits.
+        first = np.bincount(trie.blob[trie.offsets[trie.lengths > 0]], minlength=256)
+        self._first_share = np.bincount(self._byte_class, weights=first, minlength=self._succ.shape[1]) / max(
+            1, len(trie.sorted_ids))
+        self._buffers = WalkBuffers(len(trie.sorted_ids))
+        self._by_node: dict[int, Slice | None] = {}
+        self._by_shape: dict[bytes, Slice] = {}
 
-    def slice_for(self, node: int) -> LoopSlice | None:
-        """The slice of the loop entered at ``node``, or None if ``node`` is in no loop."""
-        if node not in self._by_node:
-            self._by_node[node] = self._make(node)
-        return self._by_node[node]
+    def reads(self, node: int) -> bool:
+        """Does ``node`` read any byte itself?"""
+        return bool(self._succ[node].any())
 
-    def _make(self, node: int) -> LoopSlice | None:
-        comp = int(self._comp[node])
-        if comp < 0:
-            return None
-        members = self._members.get(comp)
-        if members is None:
-            members = self._members[comp] = np.flatnonzero(self._comp == comp)
-        if len(members) > MAX_LOOP_NODES:
-            return None
-        local = self._shape(node, set(members.tolist()))
-        key = local.tobytes()
-        found = self._by_shape.get(key)
-        if found is None:
-            found = self._by_shape[key] = self._walk(local)
+    def slice_for(self, node: int) -> Slice | None:
+        """The slice of ``node`` (which reads some byte), or None where slicing does not pay:
+        then its configurations are walked on the stack whole."""
+        found = self._by_node.get(node, False)
+        if found is False:
+            found = self._by_node[node] = self._make(node)
         return found
+
+    def _make(self, node: int) -> Slice | None:
+        exits = self._plain[node] == len(self._succ)
+        if self._first_share[: len(exits)][exits].sum() > MAX_FIRST_EXIT_SHARE:
+            return None
+        comp = int(self._comp[node])
+        if comp >= 0:
+            members = self._members.get(comp)
+            if members is None:
+                members = self._members[comp] = np.flatnonzero(self._comp == comp)
+            if len(members) <= MAX_LOOP_NODES:
+                local = self._shape(node, set(members.tolist()))
+                key = local.tobytes()
+                found = self._by_shape.get(key)
+                if found is None:
+                    found = self._by_shape[key] = self._loop_walk(local)
+                return found
+        return self._walk(self._plain, self._plain_marker, node)
 
     def _shape(self, node: int, members: set[int]) -> np.ndarray:
         """The loop's transitions renumbered in breadth-first order from ``node`` (local
@@ -111,17 +134,19 @@ class LoopSlices:
         local[local < 0] = len(order) + 1
         return local
 
-    def _walk(self, local: np.ndarray) -> LoopSlice:
+    def _loop_walk(self, local: np.ndarray) -> Slice:
         """Every token walked from local state 1 through the loop ``local``."""
         m, n_cols = local.shape
-        exit_state = m + 1
         trans = np.zeros((m + 2, n_cols), dtype=np.int32)  # DEAD row and exit row: all DEAD
         trans[1 : m + 1] = local
         marker = np.zeros(m + 2, dtype=np.bool_)
-        marker[exit_state] = True
-        trie = self.trie
-        buf = WalkBuffers(len(trie.sorted_ids))
-        buf.ranges[0] = (0, len(trie.sorted_ids), 0, 1)
+        marker[m + 1] = True
+        return self._walk(trans, marker, 1)
+
+    def _walk(self, trans: np.ndarray, marker: np.ndarray, start: int) -> Slice:
+        """Every token walked from ``start`` through ``trans``, whose marked state is the exit."""
+        trie, buf = self.trie, self._buffers
+        buf.ranges[0] = (0, len(trie.sorted_ids), 0, start)
         ne, nh, _, _ = walk(trans, self._byte_class, trie.blob, trie.offsets, trie.lengths, trie.lcp,
                             trie.skip, int(trie.lengths.max(initial=0)), buf.ranges, 1, marker, True,
                             buf.pos, buf.next, 0, buf.hit_lo, buf.hit_hi, buf.pending, buf.missing)
@@ -129,7 +154,7 @@ class LoopSlices:
         words = np.zeros(self._n_words, dtype=np.uint32)
         set_bits(words, trie.sorted_ids[buf.pos[:ne]])
         words.flags.writeable = False
-        return LoopSlice(words, buf.hit_lo[:nh].copy(), buf.hit_hi[:nh].copy())
+        return Slice(words, buf.hit_lo[:nh].copy(), buf.hit_hi[:nh].copy())
 
 
 def _loop_components(succ: np.ndarray, plain: np.ndarray) -> np.ndarray:
