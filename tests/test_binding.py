@@ -289,7 +289,7 @@ def test_walk_of_cut_ranges_through_a_table_built_on_demand(data, tokens):
         ne, _, n_pending, n_missing = walk(trans, byte_class.astype(np.int64), trie.blob, trie.offsets,
                                            trie.lengths, trie.lcp, trie.skip, int(trie.lengths.max()), todo,
                                            n_ranges, np.zeros(0, np.bool_), False, buf.pos, buf.next, ne,
-                                           buf.hit_lo, buf.hit_hi, pending, buf.missing)
+                                           buf.hits, pending, buf.missing)
         for q, c in buf.missing[:n_missing].tolist():
             trans[q, c] = delta[q, c]
         todo, pending, n_ranges = pending, todo, n_pending

@@ -114,7 +114,7 @@ def test_node_slices_and_string_body_loops_stay_exact(gpt2, seed, monkeypatch):
 
     def spy(self, node):
         found = slice_for(self, node)
-        loops.append(bool(self._comp[node] >= 0 and found is not None and len(found.lo)))
+        loops.append(bool(self._comp[node] >= 0 and found is not None and len(found.exits)))
         return found
 
     monkeypatch.setattr(NodeSlices, "slice_for", spy)

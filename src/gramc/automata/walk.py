@@ -64,12 +64,12 @@ def walk_tokens(delta: np.ndarray, byte_class: np.ndarray, trie: TokenTrie, stat
         buf.ranges[0] = (0, len(trie.sorted_ids), 0, start)
         ne, nh, n_pending, _ = walk(delta, cls, trie.blob, trie.offsets, trie.lengths, trie.lcp, trie.skip,
                                     max_len, buf.ranges, 1, marks, marker is not None, buf.pos, buf.next,
-                                    0, buf.hit_lo, buf.hit_hi, buf.pending, buf.missing)
+                                    0, buf.hits, buf.pending, buf.missing)
         if n_pending:
             raise ValueError("walk_tokens: the transition table has unbuilt (negative) entries")
         if ne or nh:
             parts.append((np.full(ne, r, dtype=np.int64), buf.pos[:ne].copy(), buf.next[:ne].copy(),
-                          np.full(nh, r, dtype=np.int64), buf.hit_lo[:nh].copy(), buf.hit_hi[:nh].copy()))
+                          np.full(nh, r, dtype=np.int64), buf.hits[:nh, 0].copy(), buf.hits[:nh, 1].copy()))
     if not parts:
         empty = np.zeros(0, dtype=np.int64)
         return Walk(empty, trie.sorted_ids[empty], empty, empty, empty, empty, empty)
@@ -84,14 +84,14 @@ class WalkBuffers:
 
     def __init__(self, n_tok: int):
         self.n_tok = n_tok
-        self.pos, self.next, self.hit_lo, self.hit_hi = (np.empty(n_tok + 1, dtype=np.int64) for _ in range(4))
-        self.ranges, self.pending = (np.empty((n_tok + 1, 4), dtype=np.int64) for _ in range(2))
+        self.pos, self.next = (np.empty(n_tok + 1, dtype=np.int64) for _ in range(2))
+        self.ranges, self.pending, self.hits = (np.empty((n_tok + 1, 4), dtype=np.int64) for _ in range(3))
         self.missing = np.empty((n_tok + 1, 2), dtype=np.int64)
 
 
 @numba.njit(cache=True, nogil=True)
 def walk(trans, cls, blob, offsets, lengths, lcp, skip, max_len, ranges, n_ranges, marker, use_marker,
-         out_pos, out_next, ne, hit_lo, hit_hi, pending, missing):
+         out_pos, out_next, ne, hits, pending, missing):
     """The token walk, through a table that may be built on demand (negative: not built yet).
 
     Each of ``ranges[:n_ranges]`` (rows of lo, hi, depth, state) is a run of sorted positions
@@ -99,8 +99,9 @@ def walk(trans, cls, blob, offsets, lengths, lcp, skip, max_len, ranges, n_range
     state is the range ``(0, n_tok, 0, state)``); nothing outside a range is walked, deferred
     or hit, even where the tokens around it share more bytes. Tokens read alive to their end are appended
     to ``out_pos``/``out_next`` (position, end state) from index ``ne``. With ``use_marker``,
-    the positions under a marked state met alive go to ``hit_lo``/``hit_hi`` as disjoint
-    ranges (a range already covering a token covers its sub-trees). A token stopped by an
+    the positions under a marked state met alive go to ``hits`` as disjoint ranges, laid out as
+    ``ranges`` (the depth and the marked state where they were met: a range to walk on from
+    there); a range already covering a token covers its sub-trees. A token stopped by an
     unbuilt transition defers every token sharing that prefix: one row of ``pending`` (laid out
     as ``ranges``, to walk again once built), and the transition is written once to
     ``missing`` (and set to -2 in ``trans``: the caller must build it).
@@ -118,7 +119,7 @@ def walk(trans, cls, blob, offsets, lengths, lcp, skip, max_len, ranges, n_range
             continue
         covered = lo  # positions before this one are in a recorded hit range
         if use_marker and marker[stack[depth]]:
-            hit_lo[nh], hit_hi[nh] = lo, hi
+            hits[nh, 0], hits[nh, 1], hits[nh, 2], hits[nh, 3] = lo, hi, depth, stack[depth]
             nh += 1
             covered = hi
         dead = max_len + 1  # every token sharing this many bytes with the last walked one dies
@@ -151,7 +152,7 @@ def walk(trans, cls, blob, offsets, lengths, lcp, skip, max_len, ranges, n_range
                     stack[i] = st
                     if use_marker and p >= covered and marker[st]:
                         covered = min(_subtree_end(lcp, skip, p, i), hi)
-                        hit_lo[nh], hit_hi[nh] = p, covered
+                        hits[nh, 0], hits[nh, 1], hits[nh, 2], hits[nh, 3] = p, covered, i, st
                         nh += 1
                     continue
                 else:

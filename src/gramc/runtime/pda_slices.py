@@ -18,8 +18,9 @@ Inside a JSON string body, that is the tokens with a ``"`` (1-3% of a vocabulary
 all of them: the whole-vocabulary walk of each new string body cost ~2-3 ms, two thirds of the
 time spent on first-seen masks over MaskBench. String bodies are also *loops* (strongly
 connected plain nodes) that recur under many nodes (one per property): a node of a loop is
-walked with the loop's other exits folded in as well, and the result is shared by every loop
-of the same shape (its transitions renumbered from the entry node).
+walked with the loop's other exits folded in as well (and so is a node whose first byte
+enters a loop: the node before a string's first character), and the result is shared by every
+node and loop of the same shape (their transitions renumbered from the node).
 """
 
 from __future__ import annotations
@@ -44,13 +45,14 @@ MAX_FIRST_EXIT_SHARE = 0.25
 
 @dataclass(frozen=True, eq=False)
 class Slice:
-    """The tokens of one node: ``words`` (packed) are read alive whatever the stack; the ones
-    at sorted positions ``lo[i]..hi[i]`` read on past an exit (some of them are in ``words``
-    too) and must be walked on the real stack."""
+    """The tokens of one node: ``words`` (packed) are read alive whatever the stack. Each row
+    of ``exits`` (lo, hi, depth, node) says that the tokens at sorted positions ``lo..hi``
+    share their first ``depth`` bytes, the last of which entered ``node`` (not plain, or out
+    of the loop): from there they must be walked on the real stack (the tokens ending right
+    there are in ``words`` too)."""
 
     words: np.ndarray
-    lo: np.ndarray
-    hi: np.ndarray
+    exits: np.ndarray
 
 
 class NodeSlices:
@@ -64,13 +66,13 @@ class NodeSlices:
         plain[DEAD] = False
         self._comp = _loop_components(self._succ, plain)
         self._members: dict[int, np.ndarray] = {}
-        # The plain walk: the byte transitions with every target that is not plain sent to
-        # one exit state (the last row, all DEAD), which is the walk's only marked state.
-        exit_state = len(self._succ)
-        plain_trans = np.where(plain[self._succ] | (self._succ == DEAD), self._succ, exit_state)
-        self._plain = np.vstack([plain_trans, np.zeros((1, plain_trans.shape[1]), np.int32)]).astype(np.int32)
-        self._plain_marker = np.zeros(exit_state + 1, dtype=np.bool_)
-        self._plain_marker[exit_state] = True
+        # The plain walk: the byte transitions, where entering a node that is not plain is an
+        # exit (a marked state with no way on); the last row is the start node's own.
+        n = len(self._succ)
+        self._plain = np.zeros((n + 1, self._succ.shape[1]), dtype=np.int32)
+        self._plain[:n][plain] = self._succ[plain]
+        self._exit = np.append(~plain, False)
+        self._exit[DEAD] = False
         self._byte_class = table.byte_class.astype(np.int64)
         self._n_words = n_words(trie.vocab_size)
         # Tokens per byte class of their first byte, to price a node's first-byte exits.
@@ -94,28 +96,40 @@ class NodeSlices:
         return found
 
     def _make(self, node: int) -> Slice | None:
-        exits = self._plain[node] == len(self._succ)
-        if self._first_share[: len(exits)][exits].sum() > MAX_FIRST_EXIT_SHARE:
+        row = self._succ[node]
+        if self._first_share[self._exit[row] & (row != DEAD)].sum() > MAX_FIRST_EXIT_SHARE:
             return None
-        comp = int(self._comp[node])
-        if comp >= 0:
-            members = self._members.get(comp)
-            if members is None:
-                members = self._members[comp] = np.flatnonzero(self._comp == comp)
-            if len(members) <= MAX_LOOP_NODES:
-                local = self._shape(node, set(members.tolist()))
-                key = local.tobytes()
-                found = self._by_shape.get(key)
-                if found is None:
-                    found = self._by_shape[key] = self._loop_walk(local)
-                return found
-        return self._walk(self._plain, self._plain_marker, node)
+        # The loops the node is in or enters on its first byte (a string body, and the
+        # node before its first character): their tokens are shared by shape.
+        comps = {int(c) for c in self._comp[np.unique(row)] if c >= 0}
+        if self._comp[node] >= 0:
+            comps.add(int(self._comp[node]))
+        members: set[int] = set()
+        for comp in comps:
+            found = self._members.get(comp)
+            if found is None:
+                found = self._members[comp] = np.flatnonzero(self._comp == comp)
+            members.update(found.tolist())
+        if members and len(members) <= MAX_LOOP_NODES:
+            local, targets = self._shape(node, members)
+            key = local.tobytes()
+            shared = self._by_shape.get(key)
+            if shared is None:
+                shared = self._by_shape[key] = self._loop_walk(local, len(targets))
+            exits = shared.exits.copy()
+            exits[:, 3] = targets[exits[:, 3] - (len(local) + 1)]  # local exit -> its node
+            return Slice(shared.words, exits)
+        self._plain[-1] = row
+        return self._walk(self._plain, self._exit, len(self._plain) - 1)
 
-    def _shape(self, node: int, members: set[int]) -> np.ndarray:
-        """The loop's transitions renumbered in breadth-first order from ``node`` (local
-        states 1..m; 0 is DEAD and m+1 is the exit, every way out of the loop)."""
+    def _shape(self, node: int, members: set[int]) -> tuple[np.ndarray, np.ndarray]:
+        """The transitions from ``node`` through the loop nodes ``members``, renumbered in
+        breadth-first order from ``node``: local states 1..m, 0 is DEAD, and m+1+j is the
+        j-th node entered on the way out (back into ``node`` too unless it is a member).
+        Returns the local rows and the nodes of the exits."""
         succ = self._succ
         order, index = [node], {node: 1}
+        out_index: dict[int, int] = {}
         rows = []
         for n in order:
             row = []
@@ -128,33 +142,34 @@ class NodeSlices:
                         order.append(t)
                     row.append(index[t])
                 else:
-                    row.append(-1)  # exit: numbered once the loop's size is known
+                    row.append(-1 - out_index.setdefault(t, len(out_index)))  # numbered below
             rows.append(row)
         local = np.array(rows, dtype=np.int32).reshape(len(rows), succ.shape[1])
-        local[local < 0] = len(order) + 1
-        return local
+        local[local < 0] = len(order) - local[local < 0]  # -1 - j -> m + 1 + j
+        return local, np.array(list(out_index), dtype=np.int64)
 
-    def _loop_walk(self, local: np.ndarray) -> Slice:
-        """Every token walked from local state 1 through the loop ``local``."""
+    def _loop_walk(self, local: np.ndarray, n_exits: int) -> Slice:
+        """Every token walked from local state 1 through ``local`` (exits are marked states
+        with no way on); the exits' rows keep their local numbers."""
         m, n_cols = local.shape
-        trans = np.zeros((m + 2, n_cols), dtype=np.int32)  # DEAD row and exit row: all DEAD
+        trans = np.zeros((m + 1 + n_exits, n_cols), dtype=np.int32)
         trans[1 : m + 1] = local
-        marker = np.zeros(m + 2, dtype=np.bool_)
-        marker[m + 1] = True
+        marker = np.zeros(m + 1 + n_exits, dtype=np.bool_)
+        marker[m + 1 :] = True
         return self._walk(trans, marker, 1)
 
     def _walk(self, trans: np.ndarray, marker: np.ndarray, start: int) -> Slice:
-        """Every token walked from ``start`` through ``trans``, whose marked state is the exit."""
+        """Every token walked from ``start`` through ``trans``, whose marked states are exits."""
         trie, buf = self.trie, self._buffers
         buf.ranges[0] = (0, len(trie.sorted_ids), 0, start)
         ne, nh, _, _ = walk(trans, self._byte_class, trie.blob, trie.offsets, trie.lengths, trie.lcp,
                             trie.skip, int(trie.lengths.max(initial=0)), buf.ranges, 1, marker, True,
-                            buf.pos, buf.next, 0, buf.hit_lo, buf.hit_hi, buf.pending, buf.missing)
-        # A token ending on the exit byte is alive too: the node it leads to is a real node.
+                            buf.pos, buf.next, 0, buf.hits, buf.pending, buf.missing)
+        # A token ending on an exit byte is alive too: the node it enters is a real node.
         words = np.zeros(self._n_words, dtype=np.uint32)
         set_bits(words, trie.sorted_ids[buf.pos[:ne]])
         words.flags.writeable = False
-        return Slice(words, buf.hit_lo[:nh].copy(), buf.hit_hi[:nh].copy())
+        return Slice(words, buf.hits[:nh].copy())
 
 
 def _loop_components(succ: np.ndarray, plain: np.ndarray) -> np.ndarray:

@@ -104,11 +104,11 @@ class StackDFA:
         if self._slices is None or self._slices.trie is not trie:
             self._slices = NodeSlices(self._table, trie)
         buf = self._walk_buffers
-        # Each configuration's stack-free tokens, then its ranges that reach past an exit,
-        # walked from the configuration alone, in batches that cannot overflow the buffers
-        # (each range is walked once: at most n_tok tokens end per batch). Configurations
-        # whose node is not worth slicing are walked together, over every token.
-        batches: list[list] = [[]]
+        # Each configuration's stack-free tokens, then its tokens that read on past an exit,
+        # walked from where they left (the exit node on this configuration's stack), in
+        # batches that cannot overflow the buffers (at most n_tok tokens end per batch).
+        # Configurations whose node is not worth slicing are walked together, every token.
+        batches: list[list[np.ndarray]] = [[]]
         size = 0
         whole = []
         for node, k in self.parser.interned(key):
@@ -119,34 +119,32 @@ class StackDFA:
                 whole.append((node, k))
                 continue
             out |= found.words
-            if not len(found.lo):
+            if not len(found.exits):
                 continue
-            n = int((found.hi - found.lo).sum())
+            n = int((found.exits[:, 1] - found.exits[:, 0]).sum())
             if size + n > n_tok:
                 batches.append([])
                 size = 0
-            batches[-1].append((found.lo, found.hi, self._state(frozenset(((node, k),)))))
+            rows = found.exits.copy()
+            nodes, at = np.unique(rows[:, 3], return_inverse=True)
+            entered = [self._state(self._close([(t, k)])) for t in nodes.tolist()]
+            rows[:, 3] = np.array(entered, dtype=np.int64)[at]
+            batches[-1].append(rows)
             size += n
         if whole:
-            batches.append([((0,), (n_tok,), self._state(frozenset(whole)))])
+            batches.append([np.array([[0, n_tok, 0, self._state(frozenset(whole))]], dtype=np.int64)])
         for batch in batches:
-            self._walk_ranges(batch, trie, buf, out)
+            if batch:
+                self._walk_ranges(np.concatenate(batch), trie, buf, out)
 
-    def _walk_ranges(self, batch: list, trie, buf, out: np.ndarray) -> None:
-        """Walk the (lo, hi, state) ranges of ``batch`` (token positions from ``lo[i]`` to
-        ``hi[i]``, from ``state``) through this DFA, building missing states between rounds,
-        and set the tokens read alive in ``out``."""
+    def _walk_ranges(self, rows: np.ndarray, trie, buf, out: np.ndarray) -> None:
+        """Walk the ranges ``rows`` (lo, hi, depth, state: see :func:`walk`) through this DFA,
+        building missing states between rounds, and set the tokens read alive in ``out``."""
         from gramc.automata.walk import walk
 
         ranges, pending = buf.ranges, buf.pending
-        n_ranges = 0
-        for lo, hi, state in batch:
-            m = len(lo)
-            ranges[n_ranges : n_ranges + m, 0] = lo
-            ranges[n_ranges : n_ranges + m, 1] = hi
-            ranges[n_ranges : n_ranges + m, 2] = 0
-            ranges[n_ranges : n_ranges + m, 3] = state
-            n_ranges += m
+        n_ranges = len(rows)
+        ranges[:n_ranges] = rows
         ne = 0
         max_len = int(trie.lengths.max(initial=0))
         no_marker = np.zeros(0, dtype=np.bool_)
@@ -154,7 +152,7 @@ class StackDFA:
             ne, _, n_pending, n_missing = walk(
                 self._trans, self._byte_class, trie.blob, trie.offsets, trie.lengths, trie.lcp,
                 trie.skip, max_len, ranges, n_ranges, no_marker, False, buf.pos, buf.next, ne,
-                buf.hit_lo, buf.hit_hi, pending, buf.missing)
+                buf.hits, pending, buf.missing)
             self._build_all(buf.missing[:n_missing].tolist())
             ranges, pending = pending, ranges
             n_ranges = n_pending
