@@ -206,12 +206,7 @@ def _strong_components(succ, plain):
     for root in range(n):
         if not plain[root] or index[root] >= 0:
             continue
-        index[root] = counter
-        low[root] = counter
-        counter += 1
-        stack[sp] = root
-        sp += 1
-        on_stack[root] = True
+        counter, sp = _visit(root, counter, sp, index, low, stack, on_stack)
         call_node[0] = root
         call_edge[0] = 0
         depth = 1
@@ -224,12 +219,7 @@ def _strong_components(succ, plain):
                 if w == DEAD or not plain[w]:
                     continue
                 if index[w] < 0:
-                    index[w] = counter
-                    low[w] = counter
-                    counter += 1
-                    stack[sp] = w
-                    sp += 1
-                    on_stack[w] = True
+                    counter, sp = _visit(w, counter, sp, index, low, stack, on_stack)
                     call_node[depth] = w
                     call_edge[depth] = 0
                     depth += 1
@@ -249,3 +239,13 @@ def _strong_components(succ, plain):
                         break
                 n_comp += 1
     return comp
+
+
+@numba.njit(cache=True, nogil=True)
+def _visit(v, counter, sp, index, low, stack, on_stack):
+    """Tarjan's first visit of ``v``: numbered and pushed. Returns (counter, sp) after it."""
+    index[v] = counter
+    low[v] = counter
+    stack[sp] = v
+    on_stack[v] = True
+    return counter + 1, sp + 1
