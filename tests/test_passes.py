@@ -8,7 +8,7 @@ import pytest
 from click.testing import CliRunner
 
 from gramc.cli.main import main
-from gramc.compiler.ir import EMPTY, NOTHING, Grammar, Ref, Token, TokenName, alt, literal, repeat, seq
+from gramc.compiler.ir import EMPTY, NOTHING, Grammar, Ref, Token, TokenName, alt, format_expr, literal, repeat, seq
 from gramc.compiler.passes import (
     check_references,
     inline_nonrecursive,
@@ -88,7 +88,7 @@ def test_outline_shared_keeps_the_language_and_builds_each_copy_once():
     from hypothesis import strategies as st
 
     from earley import EarleyOracle
-    from gramc.compiler.passes import outline_shared
+    from gramc.compiler.passes import SHORT_BYTES, _longest, outline_shared
     from strategies import exprs, strings
 
     @settings(max_examples=60, deadline=None)
@@ -98,14 +98,36 @@ def test_outline_shared_keeps_the_language_and_builds_each_copy_once():
         body = seq(shared, literal(b","), shared, repeat(shared, 0, 2))
         g = Grammar.single(body)
         out = outline_shared(g, min_size=1)
-        if shared.children():  # (empty-language items simplify the node away)
-            assert any(n.startswith("_shared") for n in out.rules)
+        longest = _longest(shared, {})
+        if shared.children() and (longest is None or longest > SHORT_BYTES):
+            assert any(n.startswith("_shared") for n in out.rules)  # (empty items simplify away)
         before, after = EarleyOracle(g), EarleyOracle(out)
         for s in samples:
             assert before.fullmatch(s) == after.fullmatch(s)
             assert before.is_viable_prefix(s) == after.is_viable_prefix(s)
 
     check()
+
+
+def test_short_shared_parts_and_their_repetitions_stay_inline():
+    """A JSON string character is a large IR node (UTF-8 and escapes) shared by every string:
+    as a rule it would put a call and a return on each character, so it stays inline, and so
+    does ``char*``; a long shared part is still outlined."""
+    from gramc.compiler.ir import byte_range
+    from gramc.compiler.passes import SHORT_BYTES, outline_shared
+
+    hexdigit = alt(byte_range(0x30, 0x39), byte_range(0x61, 0x66))
+    char = alt(byte_range(0x20, 0x21), byte_range(0x23, 0x5B), byte_range(0x5D, 0x7E),
+               seq(literal(b"\\u"), repeat(hexdigit, 4, 4)), seq(byte_range(0xC2, 0xDF), byte_range(0x80, 0xBF)))
+    string = alt(seq(literal(b'"'), repeat(char, 0, None), literal(b'"')), literal(b"null"))
+    long_part = alt(literal(b"x" * (SHORT_BYTES + 1)), literal(b"y"))  # (an Alt is not flattened into a Seq)
+    g = Grammar.single(seq(repeat(char, 0, None), literal(b","), repeat(char, 0, None), char, char,
+                           long_part, long_part))
+    out = outline_shared(g, min_size=1)
+    assert [format_expr(b) for n, b in out.rules.items() if n != g.start] == [format_expr(long_part)]
+    kept = outline_shared(Grammar.single(seq(string, literal(b":"), string)), min_size=1)
+    (body,) = [b for n, b in kept.rules.items() if n != kept.start]
+    assert format_expr(body) == format_expr(string)  # the whole string is one rule, its body a loop
 
 
 def test_stored_ir_text_names_shared_parts_of_a_large_dag():

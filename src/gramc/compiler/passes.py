@@ -11,7 +11,7 @@ from __future__ import annotations
 import warnings
 from typing import Callable, Mapping
 
-from gramc.compiler.ir import (NOTHING, Alt, Expr, Grammar, Ref, Repeat, Seq, Token, TokenName, alt,
+from gramc.compiler.ir import (NOTHING, Alt, Bytes, Expr, Grammar, Ref, Repeat, Seq, Token, TokenName, alt,
                                repeat, seq, walk)
 from gramc.errors import GramcError, GrammarSyntaxError, GramcWarning, VocabularyError
 
@@ -154,13 +154,20 @@ def resolve_token_names(g: Grammar, special_names: Mapping[str, int] | None) -> 
     return Grammar({n: rewrite(b, swap) for n, b in g.rules.items()}, g.start)
 
 
+#: Sub-expressions reading at most this many bytes (a UTF-8 character, an escape) are never
+#: outlined, nor are repetitions of them: copying them is cheap, and as rules they would put a
+#: call and a return on every character of a string.
+SHORT_BYTES = 32
+
+
 def outline_shared(g: Grammar, min_size: int = 64) -> Grammar:
     """Turn large sub-expressions used more than once into rules of their own.
 
     The IR is hash-consed, so a sub-expression written twice (a list's element, a schema
     reached through several paths) is one shared node; inlined into an automaton it is copied
     at every use, and nesting multiplies the copies. As a rule it is built once and called.
-    Rules are named ``_shared<k>`` in order of first use (deterministic).
+    Short ones (see :data:`SHORT_BYTES`) stay inline. Rules are named ``_shared<k>`` in order
+    of first use (deterministic).
     """
     uses: dict[Expr, int] = {}
     order: list[Expr] = []
@@ -178,7 +185,10 @@ def outline_shared(g: Grammar, min_size: int = 64) -> Grammar:
                 if child not in uses:
                     order.append(child)
                 uses[child] = uses.get(child, 0) + 1
-    shared = [e for e in order if uses[e] > 1 and count(e) >= min_size and e.children()]
+    longest: dict[Expr, int | None] = {}
+    short = lambda e: _longest(e, longest) is not None and longest[e] <= SHORT_BYTES  # noqa: E731
+    shared = [e for e in order if uses[e] > 1 and count(e) >= min_size and e.children()
+              and not short(e) and not (isinstance(e, Repeat) and short(e.item))]
     if not shared:
         return g
     names = {e: f"_shared{k}" for k, e in enumerate(shared)}
@@ -189,6 +199,22 @@ def outline_shared(g: Grammar, min_size: int = 64) -> Grammar:
             alt(*(rewrite(c, swap) for c in e.children())) if isinstance(e, Alt) else \
             repeat(rewrite(e.item, swap), e.min, e.max)
     return Grammar(rules, g.start)
+
+
+def _longest(e: Expr, memo: dict) -> int | None:
+    """The most bytes (or special tokens) ``e`` can read; None if unbounded or a rule call."""
+    if e not in memo:
+        if isinstance(e, (Bytes, Token, TokenName)):
+            memo[e] = 1
+        elif isinstance(e, Ref):
+            memo[e] = None
+        elif isinstance(e, Repeat):
+            item = _longest(e.item, memo)
+            memo[e] = None if item is None or (e.max is None and item) else item * (e.max or 0)
+        else:
+            parts = [_longest(c, memo) for c in e.children()]
+            memo[e] = None if None in parts else (sum(parts) if isinstance(e, Seq) else max(parts, default=0))
+    return memo[e]
 
 
 PASSES: tuple[Callable[[Grammar], Grammar], ...] = (
