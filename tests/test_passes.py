@@ -145,3 +145,31 @@ def test_stored_ir_text_names_shared_parts_of_a_large_dag():
     tiny = Grammar.single(repeat(alt(literal(b"ab"), literal(b"c")), 1, 3))
     assert ir_text(tiny) == format_grammar(tiny)
     assert IR_TEXT_MAX_TREE_NODES > 1000
+
+
+def test_the_fallback_pda_outlines_short_parts_when_inlining_them_blows_up(monkeypatch):
+    """The rule-keeping fallback first keeps short shared parts inline, within a tenth of the
+    limits; when a rule's DFA blows up, it compiles again with every large shared part a rule,
+    within the full limits (the language is the same either way)."""
+    from gramc.compiler import pipeline
+    from gramc.errors import LimitExceededError
+    from gramc.limits import Limits
+
+    char = alt(*(literal(bytes([0xC3, 0x80 + i])) for i in range(40)))  # large in IR, 2 bytes long
+    many = alt(*(seq(literal(b"k%d" % i), repeat(char, 0, None)) for i in range(8)))
+    g = Grammar({"root": seq(many, literal(b";"), many, alt(literal(b""), seq(literal(b"("), Ref("root"), literal(b")"))))}, "root")
+    limits = Limits(max_nfa_states=400)  # the first, all-inline path is refused at once
+    tried = []
+    real = pipeline.build_pda
+
+    def build_pda(grammar, within, collapse=True):
+        tried.append((len(grammar.rules), within.max_dfa_states))
+        if len(tried) == 1:
+            raise LimitExceededError("max_dfa_states", within.max_dfa_states + 1, within.max_dfa_states)
+        return real(grammar, within, collapse=collapse)
+
+    monkeypatch.setattr(pipeline, "build_pda", build_pda)
+    kind, table = pipeline.build_automaton(g, limits)
+    assert kind == "pda"
+    assert [d for _, d in tried] == [limits.max_dfa_states // 10, limits.max_dfa_states]
+    assert tried[1][0] > tried[0][0]  # the second try keeps the shared parts as rules

@@ -155,19 +155,22 @@ def resolve_token_names(g: Grammar, special_names: Mapping[str, int] | None) -> 
 
 
 #: Sub-expressions reading at most this many bytes (a UTF-8 character, an escape) are never
-#: outlined, nor are repetitions of them: copying them is cheap, and as rules they would put a
-#: call and a return on every character of a string.
+#: outlined, nor are unbounded repetitions of them (a loop costs one copy): copying them is
+#: cheap, and as rules they would put a call and a return on every character of a string.
 SHORT_BYTES = 32
+#: ... and whose IR, written out as a tree, has at most this many nodes (a short part can
+#: still nest shared alternatives deeply enough to blow up when copied).
+SHORT_SIZE = 1024
 
 
-def outline_shared(g: Grammar, min_size: int = 64) -> Grammar:
+def outline_shared(g: Grammar, min_size: int = 64, keep_short: bool = True) -> Grammar:
     """Turn large sub-expressions used more than once into rules of their own.
 
     The IR is hash-consed, so a sub-expression written twice (a list's element, a schema
     reached through several paths) is one shared node; inlined into an automaton it is copied
     at every use, and nesting multiplies the copies. As a rule it is built once and called.
-    Short ones (see :data:`SHORT_BYTES`) stay inline. Rules are named ``_shared<k>`` in order
-    of first use (deterministic).
+    With ``keep_short``, short ones stay inline (see :data:`SHORT_BYTES`). Rules are named
+    ``_shared<k>`` in order of first use (deterministic).
     """
     uses: dict[Expr, int] = {}
     order: list[Expr] = []
@@ -186,9 +189,10 @@ def outline_shared(g: Grammar, min_size: int = 64) -> Grammar:
                     order.append(child)
                 uses[child] = uses.get(child, 0) + 1
     longest: dict[Expr, int | None] = {}
-    short = lambda e: _longest(e, longest) is not None and longest[e] <= SHORT_BYTES  # noqa: E731
+    short = lambda e: count(e) <= SHORT_SIZE and _longest(e, longest) is not None and \
+        longest[e] <= SHORT_BYTES  # noqa: E731
     shared = [e for e in order if uses[e] > 1 and count(e) >= min_size and e.children()
-              and not short(e) and not (isinstance(e, Repeat) and short(e.item))]
+              and not (keep_short and (short(e) or isinstance(e, Repeat) and e.max is None and short(e.item)))]
     if not shared:
         return g
     names = {e: f"_shared{k}" for k, e in enumerate(shared)}

@@ -8,7 +8,7 @@ grammar needs (a minimal DFA for regular grammars, a PDA for recursive ones). Th
 from __future__ import annotations
 
 import hashlib
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Callable, Mapping
 
 from gramc import __version__
@@ -81,7 +81,8 @@ def build_automaton(grammar: Grammar, limits: Limits = DEFAULT_LIMITS) -> tuple[
 
     Inlining every non-recursive rule can blow a DFA up (Lark's ``%ignore COMMENT`` inlined
     after every terminal is the classic case). When a DFA-state limit is hit, the grammar is
-    compiled again as a PDA that keeps every rule a rule, whose per-rule DFAs stay small.
+    compiled again as a PDA that keeps every rule a rule, and large shared parts too, whose
+    per-rule DFAs stay small.
     """
     try:
         optimized = optimize(grammar)
@@ -95,11 +96,18 @@ def build_automaton(grammar: Grammar, limits: Limits = DEFAULT_LIMITS) -> tuple[
     except LimitExceededError as err:
         if err.limit not in ("max_dfa_states", "max_nfa_states"):
             raise
-        try:
-            kept = outline_shared(optimize(grammar, inline=False))
-            return "pda", build_pda(kept, limits, collapse=False)
-        except LimitExceededError:
-            raise err from None
+        kept = optimize(grammar, inline=False)
+        # Short shared parts inline first (string bodies stay loops inside their rule, which
+        # masks much faster), within a tenth of the limits so a blow-up fails fast; where
+        # their copies blow a rule's DFA up, as rules.
+        tight = replace(limits, max_dfa_states=limits.max_dfa_states // 10,
+                        max_nfa_states=limits.max_nfa_states // 10)
+        for keep_short, within in ((True, tight), (False, limits)):
+            try:
+                return "pda", build_pda(outline_shared(kept, keep_short=keep_short), within, collapse=False)
+            except LimitExceededError as again:
+                if not keep_short or again.limit not in ("max_dfa_states", "max_nfa_states"):
+                    raise err from None
 
 
 #: Above this many nodes written out as a tree, the stored IR text names shared sub-expressions.
