@@ -97,14 +97,14 @@ def walk(trans, cls, blob, offsets, lengths, lcp, skip, max_len, ranges, n_range
     Each of ``ranges[:n_ranges]`` (rows of lo, hi, depth, state) is a run of sorted positions
     whose tokens share their first ``depth`` bytes, read into ``state`` (a whole walk from a
     state is the range ``(0, n_tok, 0, state)``); nothing outside a range is walked, deferred
-    or hit, even where the tokens around it share more bytes. Tokens read alive to their end are appended
-    to ``out_pos``/``out_next`` (position, end state) from index ``ne``. With ``use_marker``,
-    the positions under a marked state met alive go to ``hits`` as disjoint ranges, laid out as
-    ``ranges`` (the depth and the marked state where they were met: a range to walk on from
-    there); a range already covering a token covers its sub-trees. A token stopped by an
-    unbuilt transition defers every token sharing that prefix: one row of ``pending`` (laid out
-    as ``ranges``, to walk again once built), and the transition is written once to
-    ``missing`` (and set to -2 in ``trans``: the caller must build it).
+    or hit, even where the tokens around it share more bytes. Tokens read alive to their end
+    are appended to ``out_pos``/``out_next`` (position, end state) from index ``ne``. With
+    ``use_marker``, the positions under a marked state met alive go to ``hits`` as disjoint
+    ranges, laid out as ``ranges`` (the depth and the marked state where they were met: a
+    range to walk on from there); a range already covering a token covers its sub-trees. A
+    token stopped by an unbuilt transition defers every token sharing that prefix: one row of
+    ``pending`` (laid out as ``ranges``, to walk again once built), and the transition is
+    written once to ``missing`` (and set to -2 in ``trans``: the caller must build it).
 
     Returns (ne, n_hits, n_pending, n_missing).
     """

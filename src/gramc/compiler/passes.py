@@ -191,8 +191,9 @@ def outline_shared(g: Grammar, min_size: int = 64, keep_short: bool = True) -> G
     longest: dict[Expr, int | None] = {}
     short = lambda e: count(e) <= SHORT_SIZE and _longest(e, longest) is not None and \
         longest[e] <= SHORT_BYTES  # noqa: E731
-    shared = [e for e in order if uses[e] > 1 and count(e) >= min_size and e.children()
-              and not (keep_short and (short(e) or isinstance(e, Repeat) and e.max is None and short(e.item)))]
+    inline = lambda e: keep_short and (short(e) or isinstance(e, Repeat) and e.max is None  # noqa: E731
+                                       and short(e.item))
+    shared = [e for e in order if uses[e] > 1 and count(e) >= min_size and e.children() and not inline(e)]
     if not shared:
         return g
     names = {e: f"_shared{k}" for k, e in enumerate(shared)}
