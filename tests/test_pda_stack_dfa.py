@@ -124,6 +124,25 @@ def test_node_slices_and_string_body_loops_stay_exact(gpt2, seed, monkeypatch):
     assert any(loops)
 
 
+def test_node_slices_stay_exact_when_dropped_for_memory(gpt2, monkeypatch):
+    """Past MAX_SLICED_NODES the slices are dropped and made afresh: masks stay exact and
+    the kept slices stay bounded."""
+    from gramc.runtime import pda_slices
+
+    monkeypatch.setattr(pda_slices, "MAX_SLICED_NODES", 2)
+    kept = []
+    make = NodeSlices._make
+
+    def spy(self, node):
+        kept.append(len(self._by_node))
+        return make(self, node)
+
+    monkeypatch.setattr(NodeSlices, "_make", spy)
+    art = gramc.compile(NAMED_TREE_SCHEMA, format="json_schema", vocab=gpt2)
+    assert _walk_and_compare(art, gpt2, 20, 1) > 0
+    assert len(kept) > 2 and max(kept) <= 1  # at most 2 kept: dropped before the third
+
+
 @settings(max_examples=300, deadline=None)
 @given(st.integers(1, 9).flatmap(lambda n: st.tuples(
     st.lists(st.lists(st.integers(0, n - 1), min_size=3, max_size=3), min_size=n, max_size=n),

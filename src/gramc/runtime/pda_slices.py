@@ -5,18 +5,19 @@ A lazy table's mask of a configuration set ``F`` is the union, over its configur
 lives in a set exactly when it lives from one of its members). A token read from a node
 through *plain* nodes only (no calls, not accepting: nothing is pushed or popped) lives or
 dies whatever the stack ``k`` is, since the real states on the way are ``{(m, k)}``. So per
-node, the vocabulary is walked once through the PDA's own byte transitions, every way into a
-non-plain node folded into one *exit* state:
+node, the vocabulary is walked once through the PDA's own byte transitions, where entering a
+non-plain node is an *exit*:
 
-- tokens read alive to their end, or ending on the exit byte (the node reached is real), are
+- tokens read alive to their end, or ending on an exit byte (the node entered is real), are
   accepted whatever the stack: one packed row;
-- tokens that die before the exit are rejected;
-- the sub-trees that read on past the exit depend on the stack, and are the only tokens
-  walked per configuration, through the stack DFA from ``{(node, k)}``.
+- tokens that die before an exit are rejected;
+- the sub-trees that read on past an exit depend on the stack, and are the only tokens
+  walked per configuration: through the stack DFA, from the exit node on that configuration's
+  stack, at the exit depth.
 
 Inside a JSON string body, that is the tokens with a ``"`` (1-3% of a vocabulary) instead of
-all of them: the whole-vocabulary walk of each new string body cost ~2-3 ms, two thirds of the
-time spent on first-seen masks over MaskBench. String bodies are also *loops* (strongly
+all of them. Over the 300-schema MaskBench sample (Llama 3), whole-vocabulary walks of string
+bodies were 42% of the first-seen walks and 25 of the 28 s spent walking. String bodies are also *loops* (strongly
 connected plain nodes) that recur under many nodes (one per property): a node of a loop is
 walked with the loop's other exits folded in as well (and so is a node whose first byte
 enters a loop: the node before a string's first character), and the result is shared by every
@@ -41,6 +42,9 @@ MAX_LOOP_NODES = 256
 #: A node whose first byte leaves the plain nodes for more than this share of the tokens is
 #: not sliced: nearly all its tokens would be walked on the stack again anyway.
 MAX_FIRST_EXIT_SHARE = 0.25
+#: Nodes whose slices are kept before all are dropped and made afresh (each holds a packed
+#: row: 16 KB for Llama 3, so this bounds them near 64 MB on long sessions).
+MAX_SLICED_NODES = 4096
 
 
 @dataclass(frozen=True, eq=False)
@@ -92,6 +96,9 @@ class NodeSlices:
         then its configurations are walked on the stack whole."""
         found = self._by_node.get(node, False)
         if found is False:
+            if len(self._by_node) >= MAX_SLICED_NODES:
+                self._by_node.clear()
+                self._by_shape.clear()
             found = self._by_node[node] = self._make(node)
         return found
 
