@@ -226,6 +226,11 @@ def _random_automaton(data, n_max: int = 8):
     return delta, byte_class, marker
 
 
+#: Tokens over a 3-letter alphabet: every token shares prefixes with its neighbours.
+DENSE_TOKENS = st.lists(st.binary(min_size=1, max_size=6).map(lambda b: bytes(x % 3 + 97 for x in b)),
+                        min_size=1, max_size=40)
+
+
 @settings(max_examples=40, deadline=None)
 @given(st.data())
 def test_token_walk_equals_the_per_token_definition_on_gpt2(data):
@@ -246,8 +251,7 @@ def test_token_walk_equals_the_per_token_definition_on_gpt2(data):
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.data(), st.lists(st.binary(min_size=1, max_size=6).map(lambda b: bytes(x % 3 + 97 for x in b)),
-                           min_size=1, max_size=40))
+@given(st.data(), DENSE_TOKENS)
 def test_token_walk_on_dense_prefix_vocabularies(data, tokens):
     """Tiny alphabets make every token share prefixes with its neighbours (and repeat
     bytes under several ids): the skips over dead sub-trees are where a walk goes wrong."""
@@ -262,8 +266,7 @@ def test_token_walk_on_dense_prefix_vocabularies(data, tokens):
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.data(), st.lists(st.binary(min_size=1, max_size=6).map(lambda b: bytes(x % 3 + 97 for x in b)),
-                           min_size=1, max_size=40))
+@given(st.data(), DENSE_TOKENS)
 def test_walk_of_cut_ranges_through_a_table_built_on_demand(data, tokens):
     """Ranges that cut through sub-trees (the tokens leaving a byte loop) are walked alone:
     each of their tokens ends once, none outside them, also when unbuilt transitions defer
@@ -287,7 +290,7 @@ def test_walk_of_cut_ranges_through_a_table_built_on_demand(data, tokens):
     todo, pending, n_ranges, ne = buf.ranges, buf.pending, len(ranges), 0
     while n_ranges:
         ne, _, n_pending, n_missing = walk(trans, byte_class.astype(np.int64), trie.blob, trie.offsets,
-                                           trie.lengths, trie.lcp, trie.skip, int(trie.lengths.max()), todo,
+                                           trie.lengths, trie.lcp, trie.skip, trie.max_len, todo,
                                            n_ranges, np.zeros(0, np.bool_), False, buf.pos, buf.next, ne,
                                            buf.hits, pending, buf.missing)
         for q, c in buf.missing[:n_missing].tolist():

@@ -30,6 +30,7 @@ class TokenTrie:
         lcp: int64, bytes each token shares with the one before it (0 for the first).
         skip: int64, the first later position whose ``lcp`` is smaller than this one's (or
             the end): the tokens between share at least ``lcp[p]`` bytes with token ``p - 1``.
+        max_len: the longest token's length (the depth of a walk's state stack).
     """
 
     vocab_size: int
@@ -39,6 +40,7 @@ class TokenTrie:
     lengths: np.ndarray
     lcp: np.ndarray
     skip: np.ndarray
+    max_len: int
 
     @classmethod
     def from_vocab(cls, vocab: "Vocab") -> "TokenTrie":
@@ -53,7 +55,7 @@ class TokenTrie:
         offsets = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
         lcp = common_prefixes(blob, offsets, lengths)
         return cls(vocab_size=vocab.size, sorted_ids=ids, blob=blob, offsets=offsets,
-                   lengths=lengths, lcp=lcp, skip=next_smaller(lcp))
+                   lengths=lengths, lcp=lcp, skip=next_smaller(lcp), max_len=int(lengths.max(initial=0)))
 
 
 _TRIE_CACHE: dict[str, TokenTrie] = {}

@@ -58,12 +58,11 @@ def walk_tokens(delta: np.ndarray, byte_class: np.ndarray, trie: TokenTrie, stat
     cls = np.ascontiguousarray(byte_class, dtype=np.int64)
     marks = np.zeros(0, dtype=np.bool_) if marker is None else np.ascontiguousarray(marker, dtype=np.bool_)
     buf = WalkBuffers(len(trie.sorted_ids))
-    max_len = int(trie.lengths.max(initial=0))
     parts = []
     for r, start in enumerate(states.tolist()):
         buf.ranges[0] = (0, len(trie.sorted_ids), 0, start)
         ne, nh, n_pending, _ = walk(delta, cls, trie.blob, trie.offsets, trie.lengths, trie.lcp, trie.skip,
-                                    max_len, buf.ranges, 1, marks, marker is not None, buf.pos, buf.next,
+                                    trie.max_len, buf.ranges, 1, marks, marker is not None, buf.pos, buf.next,
                                     0, buf.hits, buf.pending, buf.missing)
         if n_pending:
             raise ValueError("walk_tokens: the transition table has unbuilt (negative) entries")

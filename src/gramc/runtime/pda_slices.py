@@ -83,13 +83,14 @@ class NodeSlices:
         first = np.bincount(trie.blob[trie.offsets[trie.lengths > 0]], minlength=256)
         self._first_share = np.bincount(self._byte_class, weights=first, minlength=self._succ.shape[1]) / max(
             1, len(trie.sorted_ids))
+        self._reads = self._succ.any(axis=1).tolist()
         self._buffers = WalkBuffers(len(trie.sorted_ids))
         self._by_node: dict[int, Slice | None] = {}
         self._by_shape: dict[bytes, Slice] = {}
 
     def reads(self, node: int) -> bool:
         """Does ``node`` read any byte itself?"""
-        return bool(self._succ[node].any())
+        return self._reads[node]
 
     def slice_for(self, node: int) -> Slice | None:
         """The slice of ``node`` (which reads some byte), or None where slicing does not pay:
@@ -170,7 +171,7 @@ class NodeSlices:
         trie, buf = self.trie, self._buffers
         buf.ranges[0] = (0, len(trie.sorted_ids), 0, start)
         ne, nh, _, _ = walk(trans, self._byte_class, trie.blob, trie.offsets, trie.lengths, trie.lcp,
-                            trie.skip, int(trie.lengths.max(initial=0)), buf.ranges, 1, marker, True,
+                            trie.skip, trie.max_len, buf.ranges, 1, marker, True,
                             buf.pos, buf.next, 0, buf.hits, buf.pending, buf.missing)
         # A token ending on an exit byte is alive too: the node it enters is a real node.
         words = np.zeros(self._n_words, dtype=np.uint32)

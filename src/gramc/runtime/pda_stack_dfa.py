@@ -146,12 +146,11 @@ class StackDFA:
         n_ranges = len(rows)
         ranges[:n_ranges] = rows
         ne = 0
-        max_len = int(trie.lengths.max(initial=0))
         no_marker = np.zeros(0, dtype=np.bool_)
         while n_ranges:
             ne, _, n_pending, n_missing = walk(
                 self._trans, self._byte_class, trie.blob, trie.offsets, trie.lengths, trie.lcp,
-                trie.skip, max_len, ranges, n_ranges, no_marker, False, buf.pos, buf.next, ne,
+                trie.skip, trie.max_len, ranges, n_ranges, no_marker, False, buf.pos, buf.next, ne,
                 buf.hits, pending, buf.missing)
             self._build_all(buf.missing[:n_missing].tolist())
             ranges, pending = pending, ranges
