@@ -20,7 +20,7 @@ from gramc.automata.pda_table import _has_cycle
 from gramc.runtime import pda_stack_dfa
 from gramc.automata.trie import trie_for
 from gramc.runtime.bitmask import n_words, unpack_row
-from gramc.runtime.pda_slices import NodeSlices, _loop_components
+from gramc.runtime.pda_slices import NodeSlices, _loop_components, _shape
 from gramc.runtime.pda_stack_dfa import StackDFA
 from paths import shared_path
 
@@ -167,6 +167,48 @@ def test_loops_are_the_strongly_connected_plain_nodes(graph):
         for b in range(n):
             if comp[a] >= 0 and comp[b] >= 0:
                 assert (comp[a] == comp[b]) == bool(reach[a, b] and reach[b, a])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(2, 9).flatmap(lambda n: st.tuples(
+    st.lists(st.lists(st.integers(0, n - 1), min_size=3, max_size=3), min_size=n, max_size=n),
+    st.lists(st.booleans(), min_size=n, max_size=n), st.integers(1, n - 1))))
+def test_loop_shapes_are_the_loop_renumbered_from_the_node(graph):
+    """A loop's shape read back: local state 1 is the node, each local row is its node's row
+    (members by local number, other nodes as numbered exits), local numbers and exits appear
+    in scan order (so isomorphic loops get equal shapes), and the scratch is left clean."""
+    rows, plain, node = graph
+    succ = np.array(rows, dtype=np.int32)
+    plain = np.array(plain, dtype=np.bool_)
+    plain[0] = False
+    comp = _loop_components(succ, plain)
+    loops = np.unique(comp[np.append(succ[node], node)])
+    loops = loops[loops >= 0]
+    member = np.isin(comp, loops) & (comp >= 0)
+    scratch = np.full(len(succ), -1, dtype=np.int64)
+    local, targets = _shape(succ, comp, loops.astype(np.int64), node, scratch)
+    assert (scratch == -1).all()
+    m = len(local)
+    nodes = {1: node}  # local number -> node, read back from the rows
+    seen_local, seen_exit = [1], []
+    for i in range(1, m + 1):
+        assert i in nodes, "local states are numbered in scan order"
+        for c, t in enumerate(succ[nodes[i]].tolist()):
+            got = int(local[i - 1, c])
+            if t == 0:
+                assert got == 0
+            elif member[t]:
+                assert 1 <= got <= m and nodes.setdefault(got, t) == t
+                if got not in seen_local:
+                    assert got == len(seen_local) + 1
+                    seen_local.append(got)
+            else:
+                assert got > m and targets[got - m - 1] == t
+                if got not in seen_exit:
+                    assert got == m + 1 + len(seen_exit)
+                    seen_exit.append(got)
+    assert len(set(nodes.values())) == m
+    assert len(targets) == len(seen_exit) == len(set(targets.tolist()))  # one exit per node
 
 
 def test_a_dropped_return_is_caught(gpt2, monkeypatch):

@@ -166,6 +166,15 @@ def walk(trans, cls, blob, offsets, lengths, lcp, skip, max_len, ranges, n_range
 
 
 @numba.njit(cache=True, nogil=True)
+def set_walked(words, sorted_ids, pos, n):
+    """Set in the packed row ``words`` the bits of the tokens at sorted positions
+    ``pos[:n]`` (what :func:`walk` emitted): no vocabulary-wide scratch per walk."""
+    for i in range(n):
+        t = sorted_ids[pos[i]]
+        words[t >> 5] |= np.uint32(1) << np.uint32(t & 31)
+
+
+@numba.njit(cache=True, nogil=True)
 def _request(trans, state, c, entry, missing, n_missing):
     """Ask for the unbuilt transition ``(state, c)`` (its table ``entry`` is negative): written
     to ``missing`` and set to -2 the first time, so it is asked for once. Returns the count."""

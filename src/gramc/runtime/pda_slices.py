@@ -34,8 +34,8 @@ import numpy as np
 from gramc.automata.pda_table import PDATable
 from gramc.automata.tables import DEAD
 from gramc.automata.trie import TokenTrie
-from gramc.automata.walk import WalkBuffers, walk
-from gramc.runtime.bitmask import n_words, set_bits
+from gramc.automata.walk import WalkBuffers, set_walked, walk
+from gramc.runtime.bitmask import n_words
 
 #: Loops larger than this are walked per node (their shape would cost more than it saves).
 MAX_LOOP_NODES = 256
@@ -53,10 +53,19 @@ class Slice:
     of ``exits`` (lo, hi, depth, node) says that the tokens at sorted positions ``lo..hi``
     share their first ``depth`` bytes, the last of which entered ``node`` (not plain, or out
     of the loop): from there they must be walked on the real stack (the tokens ending right
-    there are in ``words`` too)."""
+    there are in ``words`` too). ``exit_nodes`` are the distinct nodes of ``exits``, and
+    ``exit_at`` the index of each row's node among them."""
 
     words: np.ndarray
     exits: np.ndarray
+    exit_nodes: list[int]
+    exit_at: np.ndarray
+
+
+def _slice(words: np.ndarray, exits: np.ndarray) -> Slice:
+    """The :class:`Slice` of ``words`` and ``exits``, with the exits' nodes gathered once."""
+    nodes, at = np.unique(exits[:, 3], return_inverse=True)
+    return Slice(words, exits, nodes.tolist(), at)
 
 
 class NodeSlices:
@@ -69,7 +78,8 @@ class NodeSlices:
         plain = np.array([not c for c in calls], dtype=np.bool_) & ~table.accept.astype(np.bool_)
         plain[DEAD] = False
         self._comp = _loop_components(self._succ, plain)
-        self._members: dict[int, np.ndarray] = {}
+        self._sizes: dict[int, int] = {}
+        self._shape_scratch = np.full(len(self._succ), -1, dtype=np.int64)
         # The plain walk: the byte transitions, where entering a node that is not plain is an
         # exit (a marked state with no way on); the last row is the start node's own.
         n = len(self._succ)
@@ -109,52 +119,27 @@ class NodeSlices:
             return None
         # The loops the node is in or enters on its first byte (a string body, and the
         # node before its first character): their tokens are shared by shape.
-        comps = {int(c) for c in self._comp[np.unique(row)] if c >= 0}
+        comps = {c for c in self._comp[row].tolist() if c >= 0}
         if self._comp[node] >= 0:
             comps.add(int(self._comp[node]))
-        members: set[int] = set()
-        for comp in comps:
-            found = self._members.get(comp)
-            if found is None:
-                found = self._members[comp] = np.flatnonzero(self._comp == comp)
-            members.update(found.tolist())
-        if members and len(members) <= MAX_LOOP_NODES:
-            local, targets = self._shape(node, members)
+        if comps and sum(self._loop_size(c) for c in comps) <= MAX_LOOP_NODES:
+            local, targets = _shape(self._succ, self._comp, np.array(sorted(comps), dtype=np.int64), node,
+                                    self._shape_scratch)
             key = local.tobytes()
             shared = self._by_shape.get(key)
             if shared is None:
                 shared = self._by_shape[key] = self._loop_walk(local, len(targets))
             exits = shared.exits.copy()
             exits[:, 3] = targets[exits[:, 3] - (len(local) + 1)]  # local exit -> its node
-            return Slice(shared.words, exits)
+            return _slice(shared.words, exits)
         self._plain[-1] = row
         return self._walk(self._plain, self._exit, len(self._plain) - 1)
 
-    def _shape(self, node: int, members: set[int]) -> tuple[np.ndarray, np.ndarray]:
-        """The transitions from ``node`` through the loop nodes ``members``, renumbered in
-        breadth-first order from ``node``: local states 1..m, 0 is DEAD, and m+1+j is the
-        j-th node entered on the way out (back into ``node`` too unless it is a member).
-        Returns the local rows and the nodes of the exits."""
-        succ = self._succ
-        order, index = [node], {node: 1}
-        out_index: dict[int, int] = {}
-        rows = []
-        for n in order:
-            row = []
-            for t in succ[n].tolist():
-                if t == DEAD:
-                    row.append(DEAD)
-                elif t in members:
-                    if t not in index:
-                        index[t] = len(order) + 1
-                        order.append(t)
-                    row.append(index[t])
-                else:
-                    row.append(-1 - out_index.setdefault(t, len(out_index)))  # numbered below
-            rows.append(row)
-        local = np.array(rows, dtype=np.int32).reshape(len(rows), succ.shape[1])
-        local[local < 0] = len(order) - local[local < 0]  # -1 - j -> m + 1 + j
-        return local, np.array(list(out_index), dtype=np.int64)
+    def _loop_size(self, comp: int) -> int:
+        size = self._sizes.get(comp)
+        if size is None:
+            size = self._sizes[comp] = int(np.count_nonzero(self._comp == comp))
+        return size
 
     def _loop_walk(self, local: np.ndarray, n_exits: int) -> Slice:
         """Every token walked from local state 1 through ``local`` (exits are marked states
@@ -175,9 +160,63 @@ class NodeSlices:
                             buf.pos, buf.next, 0, buf.hits, buf.pending, buf.missing)
         # A token ending on an exit byte is alive too: the node it enters is a real node.
         words = np.zeros(self._n_words, dtype=np.uint32)
-        set_bits(words, trie.sorted_ids[buf.pos[:ne]])
+        set_walked(words, trie.sorted_ids, buf.pos, ne)
         words.flags.writeable = False
-        return Slice(words, buf.hits[:nh].copy())
+        return _slice(words, buf.hits[:nh].copy())
+
+
+@numba.njit(cache=True, nogil=True)
+def _shape(succ, comp, loops, node, index):
+    """The transitions from ``node`` through the nodes of the loops ``loops`` (ids of
+    ``comp``), renumbered in breadth-first order from ``node``: local states 1..m, 0 is DEAD,
+    and m+1+j is the j-th node entered on the way out (back into ``node`` too unless it is in
+    a loop). ``index`` is scratch, -1 everywhere (and left so). Returns the local rows and the
+    nodes of the exits."""
+    n_cols = succ.shape[1]
+    order = [node]
+    outs = [node]
+    outs.pop()
+    index[node] = 1
+    rows = np.empty((16, n_cols), np.int32)
+    i = 0
+    while i < len(order):
+        if i == len(rows):
+            grown = np.empty((2 * len(rows), n_cols), np.int32)
+            grown[:i] = rows
+            rows = grown
+        for c in range(n_cols):
+            t = succ[order[i], c]
+            if t == DEAD:
+                rows[i, c] = DEAD
+                continue
+            inside = False
+            for loop in loops:
+                inside |= comp[t] == loop
+            if inside:
+                if index[t] < 0:
+                    order.append(t)
+                    index[t] = len(order)
+                rows[i, c] = index[t]
+            else:  # an exit: numbered -1 - j, renumbered once m is known
+                if index[t] <= -2:  # exits are kept as -2 - j in index (node too, if entered)
+                    j = -2 - index[t]
+                else:
+                    j = len(outs)
+                    outs.append(t)
+                    index[t] = -2 - j
+                rows[i, c] = -1 - j
+        i += 1
+    m = len(order)
+    local = rows[:m].copy()
+    for r in range(m):
+        for c in range(n_cols):
+            if local[r, c] < 0:
+                local[r, c] = m - local[r, c]
+    for t in order:
+        index[t] = -1
+    for t in outs:
+        index[t] = -1
+    return local, np.array(outs, dtype=np.int64)
 
 
 def _loop_components(succ: np.ndarray, plain: np.ndarray) -> np.ndarray:

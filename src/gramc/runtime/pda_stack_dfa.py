@@ -24,7 +24,6 @@ import numpy as np
 
 from gramc.automata.pda_table import PDATable
 from gramc.automata.tables import DEAD
-from gramc.runtime.bitmask import set_bits
 from gramc.runtime.earley import TOP, EarleyParser
 
 #: States kept before the DFA is dropped and grown afresh (bounds memory on long sessions).
@@ -62,6 +61,15 @@ class StackDFA:
         self._states: list[frozenset] = [frozenset()]
         self._trans = np.full((1024, self.n_classes), -1, dtype=np.int32)  # < 0: not built yet
         self._trans[DEAD] = DEAD
+        self._entries: dict[tuple[int, int], int] = {}
+
+    def _entry(self, node: int, k: int) -> int:
+        """The state of the configuration ``(node, k)`` alone (memoised: exits of the node
+        slices enter the same ones again and again)."""
+        s = self._entries.get((node, k))
+        if s is None:
+            s = self._entries[(node, k)] = self._state(self._close([(node, k)]))
+        return s
 
     def accepts(self, key: int, token_ids: np.ndarray) -> np.ndarray:
         """Bool per token of ``token_ids`` (byte tokens): can the PDA read all its bytes from
@@ -126,9 +134,7 @@ class StackDFA:
                 batches.append([])
                 size = 0
             rows = found.exits.copy()
-            nodes, at = np.unique(rows[:, 3], return_inverse=True)
-            entered = [self._state(self._close([(t, k)])) for t in nodes.tolist()]
-            rows[:, 3] = np.array(entered, dtype=np.int64)[at]
+            rows[:, 3] = np.array([self._entry(t, k) for t in found.exit_nodes], dtype=np.int64)[found.exit_at]
             batches[-1].append(rows)
             size += n
         if whole:
@@ -140,7 +146,7 @@ class StackDFA:
     def _walk_ranges(self, rows: np.ndarray, trie, buf, out: np.ndarray) -> None:
         """Walk the ranges ``rows`` (lo, hi, depth, state: see :func:`walk`) through this DFA,
         building missing states between rounds, and set the tokens read alive in ``out``."""
-        from gramc.automata.walk import walk
+        from gramc.automata.walk import set_walked, walk
 
         ranges, pending = buf.ranges, buf.pending
         n_ranges = len(rows)
@@ -155,7 +161,7 @@ class StackDFA:
             self._build_all(buf.missing[:n_missing].tolist())
             ranges, pending = pending, ranges
             n_ranges = n_pending
-        set_bits(out, trie.sorted_ids[buf.pos[:ne]])
+        set_walked(out, trie.sorted_ids, buf.pos, ne)
 
     def _build_all(self, pairs: list) -> None:
         """Build the requested (-2) transitions ``pairs``; on :class:`TooLarge`, mark the ones
