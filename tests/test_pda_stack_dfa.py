@@ -124,6 +124,35 @@ def test_node_slices_and_string_body_loops_stay_exact(gpt2, seed, monkeypatch):
     assert any(loops)
 
 
+@pytest.mark.parametrize("seed", range(3))
+def test_entry_slices_patch_the_first_bytes_that_differ(gpt2, seed, monkeypatch):
+    """A node entering a string body whose first byte may also start a declared property name
+    takes the loop head's slice and walks only the tokens of the differing first bytes: masks
+    stay equal, token by token, to the per-token check."""
+    from gramc.compiler.pipeline import CompileOptions
+
+    patched = []
+    entry_slice = NodeSlices._entry_slice
+
+    def spy(self, node, row):
+        found = entry_slice(self, node, row)
+        # Patched: a new slice, not the loop node's own (kept already) returned as it is.
+        patched.append(found is not None and all(found is not kept for kept in self._by_node.values()))
+        return found
+
+    monkeypatch.setattr(NodeSlices, "_entry_slice", spy)
+    # "v" strings start either a letter loop or "." (and GPT-2 has '.",': read past the exit).
+    schema = json.dumps({"$defs": {"node": {"type": "object", "properties": {
+        "v": {"type": "string", "pattern": "^(\\.|[a-z]+)$"},
+        "kids": {"type": "array", "items": {"$ref": "#/$defs/node"}}},
+        "required": ["v"], "additionalProperties": False}}, "$ref": "#/$defs/node"})
+    art = gramc.compile(schema, format="json_schema", vocab=gpt2,
+                        options=CompileOptions(json_property_order="any"))
+    assert art.kind == "pda"
+    assert _walk_and_compare(art, gpt2, 30, seed) > 0
+    assert any(patched)
+
+
 def test_node_slices_stay_exact_when_dropped_for_memory(gpt2, monkeypatch):
     """Past MAX_SLICED_NODES the slices are dropped and made afresh: masks stay exact and
     the kept slices stay bounded."""

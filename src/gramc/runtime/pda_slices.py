@@ -17,11 +17,15 @@ non-plain node is an *exit*:
 
 Inside a JSON string body, that is the tokens with a ``"`` (1-3% of a vocabulary) instead of
 all of them. Over the 300-schema MaskBench sample (Llama 3), whole-vocabulary walks of string
-bodies were 42% of the first-seen walks and 25 of the 28 s spent walking. String bodies are also *loops* (strongly
-connected plain nodes) that recur under many nodes (one per property): a node of a loop is
-walked with the loop's other exits folded in as well (and so is a node whose first byte
-enters a loop: the node before a string's first character), and the result is shared by every
-node and loop of the same shape (their transitions renumbered from the node).
+bodies were 42% of the first-seen walks and 25 of the 28 s spent walking.
+
+String bodies are also *loops* (strongly connected plain nodes) that recur under many nodes
+(one per property). A node of a loop is walked with the loop's other exits folded in as well,
+and the result is shared by every node of the same shape (the loop's transitions renumbered
+from the node). A node whose first byte enters a loop (the node before a string's first
+character, a property name that may also be any other key) takes the slice of the loop node
+it enters with most tokens, and walks only the tokens whose first byte leads it elsewhere:
+its own shape would differ from node to node in those few bytes, and cost a whole walk each.
 """
 
 from __future__ import annotations
@@ -94,6 +98,11 @@ class NodeSlices:
         self._first_share = np.bincount(self._byte_class, weights=first, minlength=self._succ.shape[1]) / max(
             1, len(trie.sorted_ids))
         self._reads = self._succ.any(axis=1).tolist()
+        # Per first byte: the sorted positions of the tokens starting with it.
+        starts = trie.blob[trie.offsets].astype(np.int64)
+        self._first_lo = np.searchsorted(starts, np.arange(256), side="left").astype(np.int64)
+        self._first_hi = np.searchsorted(starts, np.arange(256), side="right").astype(np.int64)
+        self._first_count = (self._first_hi - self._first_lo).astype(np.float64)
         self._buffers = WalkBuffers(len(trie.sorted_ids))
         self._by_node: dict[int, Slice | None] = {}
         self._by_shape: dict[bytes, Slice] = {}
@@ -123,17 +132,56 @@ class NodeSlices:
         if self._comp[node] >= 0:
             comps.add(int(self._comp[node]))
         if comps and sum(self._loop_size(c) for c in comps) <= MAX_LOOP_NODES:
-            local, targets = _shape(self._succ, self._comp, np.array(sorted(comps), dtype=np.int64), node,
-                                    self._shape_scratch)
-            key = local.tobytes()
-            shared = self._by_shape.get(key)
-            if shared is None:
-                shared = self._by_shape[key] = self._loop_walk(local, len(targets))
-            exits = shared.exits.copy()
-            exits[:, 3] = targets[exits[:, 3] - (len(local) + 1)]  # local exit -> its node
-            return _slice(shared.words, exits)
+            if self._comp[node] < 0:
+                found = self._entry_slice(node, row)
+                if found is not None:
+                    return found
+            return self._loop_slice(node, comps)
         self._plain[-1] = row
         return self._walk(self._plain, self._exit, len(self._plain) - 1)
+
+    def _loop_slice(self, node: int, comps: set[int]) -> Slice:
+        """The slice of ``node`` from the walk of its loops' shape from it (shared by every
+        node of the same shape)."""
+        local, targets = _shape(self._succ, self._comp, np.array(sorted(comps), dtype=np.int64), node,
+                                self._shape_scratch)
+        key = local.tobytes()
+        shared = self._by_shape.get(key)
+        if shared is None:
+            shared = self._by_shape[key] = self._loop_walk(local, len(targets))
+        exits = shared.exits.copy()
+        exits[:, 3] = targets[exits[:, 3] - (len(local) + 1)]  # local exit -> its node
+        return _slice(shared.words, exits)
+
+    def _entry_slice(self, node: int, row: np.ndarray) -> Slice | None:
+        """The slice of ``node``, which enters a loop on its first byte (the node before a
+        string's first character, or a property name that may also be any string) but is not
+        in it, from the slice of the loop node it enters with most tokens: a token whose first
+        byte leads both nodes to the same node is read the same way from both. Only the tokens
+        whose first byte leads ``node`` elsewhere are walked here. None if that node has no
+        slice."""
+        target = row[self._byte_class]  # per first byte
+        inside = (target != DEAD) & (self._comp[target] >= 0)
+        like = int(np.argmax(np.bincount(target[inside], weights=self._first_count[inside])))
+        base = self.slice_for(like)
+        if base is None:
+            return None
+        differ = (target != self._succ[like][self._byte_class]) & (self._first_hi > self._first_lo)
+        if not differ.any():
+            return base
+        lo, hi = self._first_lo[differ], self._first_hi[differ]
+        words = base.words.copy()
+        _clear_ranges(words, self.trie.sorted_ids, lo, hi)
+        first = self.trie.blob[self.trie.offsets[base.exits[:, 0]]]
+        exits = base.exits[~differ[first]]
+        # The tokens starting with the differing bytes, walked from depth 1 (a byte that enters
+        # a node that is not plain is an exit there: the walk records it as a hit).
+        rows = np.stack([lo, hi, np.ones(len(lo), np.int64), target[differ].astype(np.int64)], axis=1)
+        rows = rows[rows[:, 3] != DEAD]
+        walked_words, walked_exits = self._walk_rows(self._plain, self._exit, rows)
+        words |= walked_words
+        words.flags.writeable = False
+        return _slice(words, np.concatenate([exits, walked_exits]))
 
     def _loop_size(self, comp: int) -> int:
         size = self._sizes.get(comp)
@@ -153,16 +201,31 @@ class NodeSlices:
 
     def _walk(self, trans: np.ndarray, marker: np.ndarray, start: int) -> Slice:
         """Every token walked from ``start`` through ``trans``, whose marked states are exits."""
+        words, exits = self._walk_rows(trans, marker, np.array([[0, len(self.trie.sorted_ids), 0, start]]))
+        words.flags.writeable = False
+        return _slice(words, exits)
+
+    def _walk_rows(self, trans: np.ndarray, marker: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The tokens of the disjoint ranges ``rows`` (see :func:`walk`) walked through
+        ``trans``: the packed row of those read alive, and the exits (hits) met."""
         trie, buf = self.trie, self._buffers
-        buf.ranges[0] = (0, len(trie.sorted_ids), 0, start)
+        buf.ranges[: len(rows)] = rows
         ne, nh, _, _ = walk(trans, self._byte_class, trie.blob, trie.offsets, trie.lengths, trie.lcp,
-                            trie.skip, trie.max_len, buf.ranges, 1, marker, True,
+                            trie.skip, trie.max_len, buf.ranges, len(rows), marker, True,
                             buf.pos, buf.next, 0, buf.hits, buf.pending, buf.missing)
         # A token ending on an exit byte is alive too: the node it enters is a real node.
         words = np.zeros(self._n_words, dtype=np.uint32)
         set_walked(words, trie.sorted_ids, buf.pos, ne)
-        words.flags.writeable = False
-        return _slice(words, buf.hits[:nh].copy())
+        return words, buf.hits[:nh].copy()
+
+
+@numba.njit(cache=True, nogil=True)
+def _clear_ranges(words, sorted_ids, lo, hi):
+    """Clear in the packed row ``words`` the tokens at sorted positions ``lo[i]..hi[i]``."""
+    for i in range(len(lo)):
+        for p in range(lo[i], hi[i]):
+            t = sorted_ids[p]
+            words[t >> 5] &= ~(np.uint32(1) << np.uint32(t & 31))
 
 
 @numba.njit(cache=True, nogil=True)

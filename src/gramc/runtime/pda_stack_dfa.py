@@ -45,6 +45,12 @@ class StackDFA:
         self.n_classes = table.n_byte_classes
         self._byte_next = parser.byte_next
         self._calls, self._accept, self._rule_start = parser.calls, parser.accept, parser.rule_start
+        # A call returning to a node that can only return further (accepting, reads nothing,
+        # calls nothing) is a tail call: it keeps the caller's continuation instead of pushing
+        # one, so right-recursive rules (a string body made of `chars ::= char chars`) do not
+        # grow a new stack, and new states, per byte.
+        reads = table.delta[:, : table.n_byte_classes].any(axis=1).tolist()
+        self._tail = [a and not r and not c for a, r, c in zip(self._accept, reads, self._calls)]
         lengths = np.fromiter(map(len, token_bytes), dtype=np.int64, count=len(token_bytes))
         self._lengths = lengths
         self._offsets = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
@@ -194,7 +200,7 @@ class StackDFA:
 
     def _close(self, seeds: list[tuple[int, int]]) -> frozenset:
         """``seeds`` closed under calls and returns."""
-        calls, accept, rule_start = self._calls, self._accept, self._rule_start
+        calls, accept, rule_start, tail = self._calls, self._accept, self._rule_start, self._tail
         intern, interned = self.parser.intern, self.parser.interned
         out: set[tuple[int, int]] = set()
         work = list(seeds)
@@ -207,7 +213,7 @@ class StackDFA:
                 raise TooLarge
             n, k = cfg
             for r, ret in calls[n]:
-                work.append((rule_start[r], intern(frozenset(((ret, k),)))))
+                work.append((rule_start[r], k if tail[ret] else intern(frozenset(((ret, k),)))))
             if accept[n]:
                 work.extend(w for w in interned(k) if w != TOP)
         return frozenset(out)
