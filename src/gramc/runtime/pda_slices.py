@@ -57,19 +57,21 @@ class Slice:
     of ``exits`` (lo, hi, depth, node) says that the tokens at sorted positions ``lo..hi``
     share their first ``depth`` bytes, the last of which entered ``node`` (not plain, or out
     of the loop): from there they must be walked on the real stack (the tokens ending right
-    there are in ``words`` too). ``exit_nodes`` are the distinct nodes of ``exits``, and
-    ``exit_at`` the index of each row's node among them."""
+    there are in ``words`` too). ``exit_nodes`` are the distinct nodes of ``exits``,
+    ``exit_at`` the index of each row's node among them, and ``exit_tokens`` the number of
+    tokens under the exits."""
 
     words: np.ndarray
     exits: np.ndarray
     exit_nodes: list[int]
     exit_at: np.ndarray
+    exit_tokens: int
 
 
 def _slice(words: np.ndarray, exits: np.ndarray) -> Slice:
     """The :class:`Slice` of ``words`` and ``exits``, with the exits' nodes gathered once."""
     nodes, at = np.unique(exits[:, 3], return_inverse=True)
-    return Slice(words, exits, nodes.tolist(), at)
+    return Slice(words, exits, nodes.tolist(), at, int((exits[:, 1] - exits[:, 0]).sum()))
 
 
 class NodeSlices:
@@ -151,7 +153,9 @@ class NodeSlices:
             shared = self._by_shape[key] = self._loop_walk(local, len(targets))
         exits = shared.exits.copy()
         exits[:, 3] = targets[exits[:, 3] - (len(local) + 1)]  # local exit -> its node
-        return _slice(shared.words, exits)
+        # Exits are distinct nodes, so the shared slice's distinct exits map one to one.
+        nodes = targets[np.array(shared.exit_nodes, dtype=np.int64) - (len(local) + 1)].tolist()
+        return Slice(shared.words, exits, nodes, shared.exit_at, shared.exit_tokens)
 
     def _entry_slice(self, node: int, row: np.ndarray) -> Slice | None:
         """The slice of ``node``, which enters a loop on its first byte (the node before a

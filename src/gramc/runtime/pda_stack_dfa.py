@@ -125,17 +125,18 @@ class StackDFA:
         batches: list[list[np.ndarray]] = [[]]
         size = 0
         whole = []
+        slices = self._slices
         for node, k in self.parser.interned(key):
-            if not self._slices.reads(node):
+            if not slices.reads(node):
                 continue
-            found = self._slices.slice_for(node)
+            found = slices.slice_for(node)
             if found is None:
                 whole.append((node, k))
                 continue
             out |= found.words
-            if not len(found.exits):
+            n = found.exit_tokens
+            if not n:
                 continue
-            n = int((found.exits[:, 1] - found.exits[:, 0]).sum())
             if size + n > n_tok:
                 batches.append([])
                 size = 0
