@@ -166,7 +166,8 @@ class NodeSlices:
         slice."""
         target = row[self._byte_class]  # per first byte
         inside = (target != DEAD) & (self._comp[target] >= 0)
-        like = int(np.argmax(np.bincount(target[inside], weights=self._first_count[inside])))
+        entered, at = np.unique(target[inside], return_inverse=True)
+        like = int(entered[np.argmax(np.bincount(at, weights=self._first_count[inside]))])
         base = self.slice_for(like)
         if base is None:
             return None
@@ -188,6 +189,7 @@ class NodeSlices:
         return _slice(words, np.concatenate([exits, walked_exits]))
 
     def _loop_size(self, comp: int) -> int:
+        """The number of nodes of loop ``comp`` (counted once)."""
         size = self._sizes.get(comp)
         if size is None:
             size = self._sizes[comp] = int(np.count_nonzero(self._comp == comp))
