@@ -153,6 +153,38 @@ def test_entry_slices_patch_the_first_bytes_that_differ(gpt2, seed, monkeypatch)
     assert any(patched)
 
 
+def test_loop_shapes_are_shared_across_tables_of_one_vocabulary(gpt2, monkeypatch):
+    """A string body walked for one schema is reused by another schema whose table has other
+    byte classes (shapes are keyed per byte, per vocabulary): its masks stay exact."""
+    import weakref
+
+    from gramc.runtime import pda_slices
+
+    class Recording(dict):
+        hits: list = []
+
+        def get(self, key, default=None):
+            if key in self:
+                self.hits.append(key)
+            return super().get(key, default)
+
+    shapes = Recording()
+    monkeypatch.setattr(pda_slices, "_SHAPES", weakref.WeakKeyDictionary({trie_for(gpt2): shapes}))
+    first = gramc.compile(NAMED_TREE_SCHEMA, format="json_schema", vocab=gpt2)
+    assert _walk_and_compare(first, gpt2, 20, 0) > 0
+    walked_first = set(shapes)
+    assert walked_first
+    other = json.dumps({"$defs": {"item": {"type": "object", "properties": {
+        "note": {"type": "string"}, "code": {"type": "string", "pattern": "^[A-Z]{2}[0-9]$"},
+        "items": {"type": "array", "items": {"$ref": "#/$defs/item"}}}, "required": ["note"]}},
+        "$ref": "#/$defs/item"})
+    second = gramc.compile(other, format="json_schema", vocab=gpt2)
+    assert not np.array_equal(first.token_table.table.byte_class, second.token_table.table.byte_class)
+    shapes.hits.clear()
+    assert _walk_and_compare(second, gpt2, 20, 0) > 0
+    assert walked_first & set(shapes.hits)
+
+
 def test_node_slices_stay_exact_when_dropped_for_memory(gpt2, monkeypatch):
     """Past MAX_SLICED_NODES the slices are dropped and made afresh: masks stay exact and
     the kept slices stay bounded."""

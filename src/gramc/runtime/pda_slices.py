@@ -30,6 +30,7 @@ its own shape would differ from node to node in those few bytes, and cost a whol
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass
 
 import numba
@@ -46,6 +47,13 @@ MAX_LOOP_NODES = 256
 #: A node whose first byte leaves the plain nodes for more than this share of the tokens is
 #: not sliced: nearly all its tokens would be walked on the stack again anyway.
 MAX_FIRST_EXIT_SHARE = 0.25
+#: Loop shapes kept per vocabulary before all are dropped (each holds a packed row). They are
+#: shared by every table walked against the same trie in this process: a JSON string body has
+#: the same shape in every schema.
+MAX_SHARED_SHAPES = 1024
+_SHAPES: "weakref.WeakKeyDictionary[TokenTrie, dict[bytes, Slice]]" = weakref.WeakKeyDictionary()
+#: The byte classes of a shape written out over all 256 bytes (so no table's classes are in it).
+_EVERY_BYTE = np.arange(256, dtype=np.int64)
 #: Nodes whose slices are kept before all are dropped and made afresh (each holds a packed
 #: row: 16 KB for Llama 3, so this bounds them near 64 MB on long sessions).
 MAX_SLICED_NODES = 4096
@@ -107,7 +115,7 @@ class NodeSlices:
         self._first_count = (self._first_hi - self._first_lo).astype(np.float64)
         self._buffers = WalkBuffers(len(trie.sorted_ids))
         self._by_node: dict[int, Slice | None] = {}
-        self._by_shape: dict[bytes, Slice] = {}
+        self._by_shape = _SHAPES.setdefault(trie, {})
 
     def reads(self, node: int) -> bool:
         """Does ``node`` read any byte itself?"""
@@ -120,7 +128,6 @@ class NodeSlices:
         if found is False:
             if len(self._by_node) >= MAX_SLICED_NODES:
                 self._by_node.clear()
-                self._by_shape.clear()
             found = self._by_node[node] = self._make(node)
         return found
 
@@ -147,10 +154,13 @@ class NodeSlices:
         node of the same shape)."""
         local, targets = _shape(self._succ, self._comp, np.array(sorted(comps), dtype=np.int64), node,
                                 self._shape_scratch)
-        key = local.tobytes()
+        wide = local[:, self._byte_class]  # per byte: the same string body in every table
+        key = wide.tobytes()
         shared = self._by_shape.get(key)
         if shared is None:
-            shared = self._by_shape[key] = self._loop_walk(local, len(targets))
+            if len(self._by_shape) >= MAX_SHARED_SHAPES:
+                self._by_shape.clear()
+            shared = self._by_shape[key] = self._loop_walk(wide, len(targets))
         exits = shared.exits.copy()
         exits[:, 3] = targets[exits[:, 3] - (len(local) + 1)]  # local exit -> its node
         # Exits are distinct nodes, so the shared slice's distinct exits map one to one.
@@ -195,28 +205,31 @@ class NodeSlices:
             size = self._sizes[comp] = int(np.count_nonzero(self._comp == comp))
         return size
 
-    def _loop_walk(self, local: np.ndarray, n_exits: int) -> Slice:
-        """Every token walked from local state 1 through ``local`` (exits are marked states
-        with no way on); the exits' rows keep their local numbers."""
-        m, n_cols = local.shape
-        trans = np.zeros((m + 1 + n_exits, n_cols), dtype=np.int32)
-        trans[1 : m + 1] = local
+    def _loop_walk(self, wide: np.ndarray, n_exits: int) -> Slice:
+        """Every token walked from local state 1 through ``wide`` (a shape's rows, one column
+        per byte; exits are marked states with no way on); the exits' rows keep their local
+        numbers."""
+        m = len(wide)
+        trans = np.zeros((m + 1 + n_exits, 256), dtype=np.int32)
+        trans[1 : m + 1] = wide
         marker = np.zeros(m + 1 + n_exits, dtype=np.bool_)
         marker[m + 1 :] = True
-        return self._walk(trans, marker, 1)
+        return self._walk(trans, marker, 1, _EVERY_BYTE)
 
-    def _walk(self, trans: np.ndarray, marker: np.ndarray, start: int) -> Slice:
+    def _walk(self, trans: np.ndarray, marker: np.ndarray, start: int, cls: np.ndarray | None = None) -> Slice:
         """Every token walked from ``start`` through ``trans``, whose marked states are exits."""
-        words, exits = self._walk_rows(trans, marker, np.array([[0, len(self.trie.sorted_ids), 0, start]]))
+        words, exits = self._walk_rows(trans, marker, np.array([[0, len(self.trie.sorted_ids), 0, start]]), cls)
         words.flags.writeable = False
         return _slice(words, exits)
 
-    def _walk_rows(self, trans: np.ndarray, marker: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def _walk_rows(self, trans: np.ndarray, marker: np.ndarray, rows: np.ndarray,
+                   cls: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """The tokens of the disjoint ranges ``rows`` (see :func:`walk`) walked through
-        ``trans``: the packed row of those read alive, and the exits (hits) met."""
+        ``trans`` (columns: ``cls``, the table's byte classes by default): the packed row of
+        those read alive, and the exits (hits) met."""
         trie, buf = self.trie, self._buffers
         buf.ranges[: len(rows)] = rows
-        ne, nh, _, _ = walk(trans, self._byte_class, trie.blob, trie.offsets, trie.lengths, trie.lcp,
+        ne, nh, _, _ = walk(trans, self._byte_class if cls is None else cls, trie.blob, trie.offsets, trie.lengths, trie.lcp,
                             trie.skip, trie.max_len, buf.ranges, len(rows), marker, True,
                             buf.pos, buf.next, 0, buf.hits, buf.pending, buf.missing)
         # A token ending on an exit byte is alive too: the node it enters is a real node.
