@@ -51,12 +51,9 @@ class StackDFA:
         # grow a new stack, and new states, per byte.
         reads = table.delta[:, : table.n_byte_classes].any(axis=1).tolist()
         self._tail = [a and not r and not c for a, r, c in zip(self._accept, reads, self._calls)]
-        lengths = np.fromiter(map(len, token_bytes), dtype=np.int64, count=len(token_bytes))
-        self._lengths = lengths
-        self._offsets = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
-        blob = np.frombuffer(b"".join(token_bytes), dtype=np.uint8)
+        self._token_bytes = token_bytes
+        self._layout: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None  # see _tokens()
         self._byte_class = table.byte_class.astype(np.int64)
-        self._classes = self._byte_class[blob]  # each token byte's class
         self._table = table
         self._walk_buffers = None
         self._slices = None
@@ -87,6 +84,7 @@ class StackDFA:
 
         if len(self._states) > MAX_STATES:
             self._reset()
+        classes, offsets, lengths = self._tokens()
         ids = np.asarray(token_ids, dtype=np.int64)
         state = np.full(len(ids), self._state(self.parser.interned(key)), dtype=np.int64)
         read = np.zeros(len(ids), dtype=np.int64)
@@ -95,11 +93,22 @@ class StackDFA:
         while len(todo):
             # Run the tokens as far as built transitions go, then build the ones they stopped at.
             t, s, r = ids[todo], state[todo], read[todo]
-            n = run_tokens(self._trans, self._classes, self._offsets, self._lengths, t, s, r, missing)
+            n = run_tokens(self._trans, classes, offsets, lengths, t, s, r, missing)
             state[todo], read[todo] = s, r
-            todo = todo[(s != DEAD) & (r < self._lengths[t])]
+            todo = todo[(s != DEAD) & (r < lengths[t])]
             self._build_all(missing[:n].tolist())
         return state != DEAD
+
+    def _tokens(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Each token byte's class, and each token's offset and length among them, by token id
+        (made on the first :meth:`accepts`: lazy tables walk the trie instead, and these cost
+        ~10 ms per table with Llama 3)."""
+        if self._layout is None:
+            lengths = np.fromiter(map(len, self._token_bytes), dtype=np.int64, count=len(self._token_bytes))
+            offsets = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
+            blob = np.frombuffer(b"".join(self._token_bytes), dtype=np.uint8)
+            self._layout = (self._byte_class[blob], offsets, lengths)
+        return self._layout
 
     def allowed(self, key: int, trie, out: np.ndarray) -> None:
         """Set in the packed row ``out`` the byte tokens of ``trie`` the PDA can read from the
