@@ -304,16 +304,23 @@ def _shape(succ, comp, loops, node, index):
 def _loop_components(succ: np.ndarray, plain: np.ndarray) -> np.ndarray:
     """Per node, the id of its loop (a strongly connected set of plain nodes with at least
     one transition inside it), or -1."""
-    comp = _strong_components(succ, plain)
-    out = np.full(len(comp), -1, dtype=np.int64)
-    inside = comp >= 0
-    if not inside.any():
-        return out
-    # A component is a loop when one of its nodes has a transition to a node of the same one.
-    targets = comp[succ]
-    looped = ((targets == comp[:, None]) & (succ != DEAD) & inside[:, None]).any(axis=1)
-    keep = np.isin(comp, comp[looped]) & inside
-    out[keep] = comp[keep]
+    return _keep_loops(_strong_components(succ, plain), succ)
+
+
+@numba.njit(cache=True, nogil=True)
+def _keep_loops(comp, succ):
+    """``comp`` with -1 for the components that are not loops: a component is a loop when
+    one of its nodes has a transition to a node of the same one."""
+    looped = np.zeros(len(comp) + 1, np.bool_)
+    for v in range(len(comp)):
+        if comp[v] >= 0:
+            for t in succ[v]:
+                if t != DEAD and comp[t] == comp[v]:
+                    looped[comp[v]] = True
+    out = np.full(len(comp), -1, np.int64)
+    for v in range(len(comp)):
+        if comp[v] >= 0 and looped[comp[v]]:
+            out[v] = comp[v]
     return out
 
 
