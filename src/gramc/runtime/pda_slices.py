@@ -216,9 +216,11 @@ class NodeSlices:
         marker[m + 1 :] = True
         return self._walk(trans, marker, 1, _EVERY_BYTE)
 
-    def _walk(self, trans: np.ndarray, marker: np.ndarray, start: int, cls: np.ndarray | None = None) -> Slice:
+    def _walk(self, trans: np.ndarray, marker: np.ndarray, start: int,
+              cls: np.ndarray | None = None) -> Slice:
         """Every token walked from ``start`` through ``trans``, whose marked states are exits."""
-        words, exits = self._walk_rows(trans, marker, np.array([[0, len(self.trie.sorted_ids), 0, start]]), cls)
+        every = np.array([[0, len(self.trie.sorted_ids), 0, start]])
+        words, exits = self._walk_rows(trans, marker, every, cls)
         words.flags.writeable = False
         return _slice(words, exits)
 
@@ -229,7 +231,8 @@ class NodeSlices:
         those read alive, and the exits (hits) met."""
         trie, buf = self.trie, self._buffers
         buf.ranges[: len(rows)] = rows
-        ne, nh, _, _ = walk(trans, self._byte_class if cls is None else cls, trie.blob, trie.offsets, trie.lengths, trie.lcp,
+        cls = self._byte_class if cls is None else cls
+        ne, nh, _, _ = walk(trans, cls, trie.blob, trie.offsets, trie.lengths, trie.lcp,
                             trie.skip, trie.max_len, buf.ranges, len(rows), marker, True,
                             buf.pos, buf.next, 0, buf.hits, buf.pending, buf.missing)
         # A token ending on an exit byte is alive too: the node it enters is a real node.

@@ -150,7 +150,8 @@ class StackDFA:
                 batches.append([])
                 size = 0
             rows = found.exits.copy()
-            rows[:, 3] = np.array([self._entry(t, k) for t in found.exit_nodes], dtype=np.int64)[found.exit_at]
+            entered = np.array([self._entry(t, k) for t in found.exit_nodes], dtype=np.int64)
+            rows[:, 3] = entered[found.exit_at]
             batches[-1].append(rows)
             size += n
         if whole:
