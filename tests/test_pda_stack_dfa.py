@@ -185,6 +185,75 @@ def test_loop_shapes_are_shared_across_tables_of_one_vocabulary(gpt2, monkeypatc
     assert walked_first & set(shapes.hits)
 
 
+# Strings whose characters are calls of a recursive rule: no node reads more than a character
+# without a call or a return, so node slices do not take them (more than a quarter of GPT-2's
+# tokens leave `ch`'s first node for its end), and their configurations get symbolic walks.
+# In the first, the string is a loop of calls in `str`: every string has the same top frame,
+# and tokens such as '.",' read past its end, below that frame (walked on from the real stack).
+# In the second, it is right-recursive: Earley continuations chain one frame per character,
+# and every chain can return to its bottom after any character.
+CHAR_CALLS_GBNF = r"""root ::= "[" item ("," item)* "]"
+item ::= str | root
+str ::= "\"" ch* "\"" | "<" str ">"
+ch ::= [a-zA-Z .] | "~" ch
+"""
+CHAR_CHAIN_GBNF = r"""root ::= "{" item ("," item)* "}"
+item ::= "\"" chars "\"" ":" (root | "1")
+chars ::= ch chars | ""
+ch ::= [a-zA-Z ] | "~" ch
+"""
+
+
+def _symbolic_lookups(monkeypatch) -> list:
+    """Spy on the symbolic walks: (reused, frames taken) per lookup."""
+    from gramc.runtime.pda_stack_dfa import _Symbolic
+
+    lookups = []
+    walked = _Symbolic.walked
+
+    def spy(self, node, frames, trie):
+        lookups.append(((node, frames) in self._walks, self.depth.get(node, 1)))
+        return walked(self, node, frames, trie)
+
+    monkeypatch.setattr(_Symbolic, "walked", spy)
+    return lookups
+
+
+def test_symbolic_walks_are_exact_and_shared_by_stacks_with_the_same_top_frames(gpt2, monkeypatch):
+    """Configurations of a string made of rule calls are walked once per (node, top frames)
+    over a symbolic stack bottom, and the tokens reading past the string's end (such as
+    '.",') are walked on from the real stack: the masks inside strings under different
+    stacks equal the per-token check, and the later strings reuse the first one's walk."""
+    lookups = _symbolic_lookups(monkeypatch)
+    art = gramc.compile(CHAR_CALLS_GBNF, format="gbnf", vocab=gpt2)
+    assert art.kind == "pda"
+    table = art.token_table
+    stack = StackDFA(table.table, table.parser, table.token_bytes)
+    trie = trie_for(gpt2)
+    byte_ids = np.array([i for i in range(gpt2.size) if i not in gpt2.special_ids and gpt2.tokens[i]])
+    for prefix in (b'["ab', b'[["ab', b'["x",[["a', b'[[["z"]],"ab'):
+        m = art.matcher()
+        assert m.commit_bytes(prefix)
+        key = table.parser.key(m._state)
+        words = np.zeros(n_words(gpt2.size), dtype=np.uint32)
+        stack.allowed(key, trie, words)
+        want = byte_ids[_earley_accepts(table, m._state, byte_ids)]
+        assert np.array_equal(np.flatnonzero(unpack_row(words, gpt2.size)), want)
+        assert gpt2.tokens.index(b'.",') in want  # '.' is a call of ch; '",' reads past it
+    assert lookups and not lookups[0][0] and all(reused for reused, _ in lookups[1:])
+
+
+@pytest.mark.parametrize("seed", range(2))
+def test_symbolic_walks_take_deeper_frames_then_give_up(gpt2, seed, monkeypatch):
+    """Right-recursive strings: most tokens return below one, two and three frames, so the
+    walk takes one frame more each time and then walks the configuration whole; masks stay
+    equal, token by token, to the per-token check along random documents."""
+    lookups = _symbolic_lookups(monkeypatch)
+    art = gramc.compile(CHAR_CHAIN_GBNF, format="gbnf", vocab=gpt2)
+    assert _walk_and_compare(art, gpt2, 30, seed) > 0
+    assert {depth for _, depth in lookups} == {1, 2, 3}
+
+
 def test_node_slices_stay_exact_when_dropped_for_memory(gpt2, monkeypatch):
     """Past MAX_SLICED_NODES the slices are dropped and made afresh: masks stay exact and
     the kept slices stay bounded."""
