@@ -24,7 +24,6 @@ import numpy as np
 
 from gramc.automata.pda_table import PDATable
 from gramc.automata.tables import DEAD
-from gramc.runtime.bitmask import n_words
 from gramc.runtime.earley import TOP, EarleyParser
 
 #: States kept before the DFA is dropped and grown afresh (bounds memory on long sessions).
@@ -58,8 +57,6 @@ class StackDFA:
         self._table = table
         self._walk_buffers = None
         self._slices = None
-        self._bottom: int | None = None  # set on a symbolic DFA (see _Symbolic)
-        self._symbolic: _Symbolic | None = None
         self._reset()
 
     def _reset(self) -> None:
@@ -68,9 +65,6 @@ class StackDFA:
         self._trans = np.full((1024, self.n_classes), -1, dtype=np.int32)  # < 0: not built yet
         self._trans[DEAD] = DEAD
         self._entries: dict[tuple[int, int], int] = {}
-        self._substituted: dict[tuple[int, int], int] = {}  # (symbolic state, k) -> state
-        if self._symbolic is not None:
-            self._symbolic.drop()
 
     def _entry(self, node: int, k: int) -> int:
         """The state of the configuration ``(node, k)`` alone (memoised: exits of the node
@@ -146,24 +140,18 @@ class StackDFA:
                 continue
             found = slices.slice_for(node)
             if found is None:
-                symbolic = self._symbolic_rows(node, k, trie, out)
-                if symbolic is None:
-                    whole.append((node, k))
-                    continue
-                rows, n = symbolic
-            else:
-                out |= found.words
-                n = found.exit_tokens
-                if not n:
-                    continue
-                rows = found.exits.copy()
-                entered = np.array([self._entry(t, k) for t in found.exit_nodes], dtype=np.int64)
-                rows[:, 3] = entered[found.exit_at]
+                whole.append((node, k))
+                continue
+            out |= found.words
+            n = found.exit_tokens
             if not n:
                 continue
             if size + n > n_tok:
                 batches.append([])
                 size = 0
+            rows = found.exits.copy()
+            entered = np.array([self._entry(t, k) for t in found.exit_nodes], dtype=np.int64)
+            rows[:, 3] = entered[found.exit_at]
             batches[-1].append(rows)
             size += n
         if whole:
@@ -171,46 +159,6 @@ class StackDFA:
         for batch in batches:
             if batch:
                 self._walk_ranges(np.concatenate(batch), trie, buf, out)
-
-    def _symbolic_rows(self, node: int, k: int, trie,
-                       out: np.ndarray) -> tuple[np.ndarray, int] | None:
-        """For a configuration ``(node, k)`` that node slices do not take (its first byte
-        mostly calls or returns: a string whose characters are rule calls), OR into ``out``
-        the tokens read without returning below the top frames of ``k``, and return the rows
-        (lo, hi, depth, state) to walk on from where they do, with their token count. None
-        where that does not pay: ``k``'s frames do not end on one continuation, or most tokens
-        return below them. The walk is made once per (node, top frames) on a DFA whose stack
-        bottom is symbolic (see :class:`_Symbolic`), and shared by every ``k`` with those
-        frames; frames are taken one level deeper while most tokens return below them."""
-        if self._symbolic is None:
-            self._symbolic = _Symbolic(self)
-        sym = self._symbolic
-        while True:
-            depth = sym.depth.get(node, 1)
-            if depth > _Symbolic.MAX_DEPTH:
-                return None
-            top = sym.truncate(k, depth)
-            if top is None:
-                return None
-            frames, below = top
-            words, exits, size = sym.walked(node, frames, trie)
-            if size <= _Symbolic.MAX_EXIT_SHARE * len(trie.sorted_ids):
-                break
-            sym.depth[node] = depth + 1
-        out |= words
-        rows = exits.copy()
-        rows[:, 3] = [self._substitute(int(q), below) for q in exits[:, 3].tolist()]
-        return rows, size
-
-    def _substitute(self, sym_state: int, k1: int) -> int:
-        """The state of this DFA that the symbolic DFA's ``sym_state`` stands for when its
-        bottom is the continuation ``k1``."""
-        s = self._substituted.get((sym_state, k1))
-        if s is None:
-            sym = self._symbolic
-            configs = [(n, sym.lift(c, k1)) for n, c in sym._states[sym_state]]
-            s = self._substituted[(sym_state, k1)] = self._state(self._close(configs))
-        return s
 
     def _walk_ranges(self, rows: np.ndarray, trie, buf, out: np.ndarray) -> None:
         """Walk the ranges ``rows`` (lo, hi, depth, state: see :func:`walk`) through this DFA,
@@ -253,11 +201,7 @@ class StackDFA:
                 grown = np.full((2 * len(self._trans), self.n_classes), -1, dtype=np.int32)
                 grown[: len(self._trans)] = self._trans
                 self._trans = grown
-            self._created(s, configs)
         return s
-
-    def _created(self, s: int, configs: frozenset) -> None:
-        """Called once per new state (the symbolic DFA marks its exits here)."""
 
     def _build(self, s: int, c: int) -> None:
         """Fill the transition of state ``s`` on byte class ``c``."""
@@ -281,121 +225,6 @@ class StackDFA:
             n, k = cfg
             for r, ret in calls[n]:
                 work.append((rule_start[r], k if tail[ret] else intern(frozenset(((ret, k),)))))
-            if accept[n] and k != self._bottom:
+            if accept[n]:
                 work.extend(w for w in interned(k) if w != TOP)
         return frozenset(out)
-
-
-class _Symbolic(StackDFA):
-    """A configuration-set DFA whose stack bottom is a symbol, ``BOT``: it walks a
-    configuration ``(node, k)`` as ``(node, {(r, BOT) for the frames (r, k1) of k})``, so the
-    walk holds for every ``k`` with those frames whatever lies below them (``k1``). A state
-    where a rule returns into ``BOT`` is an *exit*: the walk stops there, and the tokens under
-    it are walked on from the real state, ``BOT`` replaced by ``k1``
-    (:meth:`StackDFA._substitute`). Before any exit the real state is exactly the symbolic
-    one with ``BOT`` replaced, so the tokens read alive (or ending on an exit) are the same
-    for every such ``k``."""
-
-    #: A continuation no real configuration has: the symbolic bottom.
-    BOTTOM_KEY = frozenset({(-2, -2)})
-    #: Walks kept before all are dropped (each holds a packed row).
-    MAX_WALKS = 1024
-    #: Frames taken from the top of a stack at most (a walk per level tried).
-    MAX_DEPTH = 3
-    #: A walk whose exits hold more than this share of the tokens is tried one frame deeper.
-    MAX_EXIT_SHARE = 0.5
-
-    def __init__(self, real: StackDFA):
-        super().__init__(real._table, real.parser, real._token_bytes)
-        self._real = real
-        self._bottom = self.parser.intern(self.BOTTOM_KEY)
-        self._walks: dict[tuple[int, int], tuple[np.ndarray, np.ndarray, int]] = {}
-        self._lifted: dict[tuple[int, int], int] = {}
-        self.depth: dict[int, int] = {}  # frames taken per node, once one level was not enough
-
-    def _reset(self) -> None:
-        super()._reset()
-        self._marker = np.zeros(len(self._trans), dtype=np.bool_)
-
-    def drop(self) -> None:
-        """Forget the walks (the real DFA was reset: their states are gone)."""
-        self._walks.clear()
-        self._lifted.clear()
-
-    def _created(self, s: int, configs: frozenset) -> None:
-        if s >= len(self._marker):
-            grown = np.zeros(len(self._trans), np.bool_)
-            grown[: len(self._marker)] = self._marker
-            self._marker = grown
-        accept, bottom = self._accept, self._bottom
-        if any(accept[n] and k == bottom for n, k in configs):
-            self._marker[s] = True
-            self._trans[s] = DEAD  # an exit: walked on from the real state
-
-    def lift(self, c: int, k1: int) -> int:
-        """The continuation ``c`` with ``BOT`` replaced by ``k1``."""
-        if c == self._bottom:
-            return k1
-        out = self._lifted.get((c, k1))
-        if out is None:
-            out = self._lifted[(c, k1)] = self.parser.intern(
-                frozenset((r, self.lift(c2, k1)) for r, c2 in self.parser.interned(c)))
-        return out
-
-    def truncate(self, k: int, depth: int) -> tuple[int, int] | None:
-        """The top ``depth`` levels of frames of ``k`` over ``BOT`` (an interned continuation),
-        and the one continuation they all end on; None if they end on several, or on TOP."""
-        below: set[int] = set()
-
-        def cut(c: int, d: int) -> int | None:
-            if d == 0:
-                below.add(c)
-                return self._bottom
-            frames = self.parser.interned(c)
-            if TOP in frames:
-                return None
-            inner = [(r, cut(c2, d - 1)) for r, c2 in frames]
-            if any(c2 is None for _, c2 in inner):
-                return None
-            return self.parser.intern(frozenset(inner))
-
-        top = cut(k, depth)
-        if top is None or len(below) != 1:
-            return None
-        return top, below.pop()
-
-    def walked(self, node: int, frames: int, trie) -> tuple[np.ndarray, np.ndarray, int]:
-        """Every token walked from ``(node, frames)`` (``frames`` ends on ``BOT``): the packed
-        row of those read alive, the exit rows (lo, hi, depth, symbolic state) and their token
-        count."""
-        from gramc.automata.walk import WalkBuffers, set_walked, walk
-
-        found = self._walks.get((node, frames))
-        if found is not None:
-            return found
-        if len(self._states) > MAX_STATES or len(self._walks) >= self.MAX_WALKS:
-            self._reset()
-            self.drop()
-            self._real._substituted.clear()  # it names states of this DFA
-        n_tok = len(trie.sorted_ids)
-        if self._walk_buffers is None or self._walk_buffers.n_tok != n_tok:
-            self._walk_buffers = WalkBuffers(n_tok)
-        buf = self._walk_buffers
-        start = self._state(self._close([(node, frames)]))
-        ranges, pending = buf.ranges, buf.pending
-        ranges[0] = (0, n_tok, 0, start)
-        n_ranges, ne, hits = 1, 0, []
-        while n_ranges:
-            ne, nh, n_pending, n_missing = walk(
-                self._trans, self._byte_class, trie.blob, trie.offsets, trie.lengths, trie.lcp,
-                trie.skip, trie.max_len, ranges, n_ranges, self._marker, True, buf.pos, buf.next, ne,
-                buf.hits, pending, buf.missing)
-            hits.append(buf.hits[:nh].copy())
-            self._build_all(buf.missing[:n_missing].tolist())
-            ranges, pending = pending, ranges
-            n_ranges = n_pending
-        words = np.zeros(n_words(trie.vocab_size), dtype=np.uint32)
-        set_walked(words, trie.sorted_ids, buf.pos, ne)
-        exits = np.concatenate(hits)
-        found = self._walks[(node, frames)] = (words, exits, int((exits[:, 1] - exits[:, 0]).sum()))
-        return found
