@@ -103,16 +103,15 @@ class NodeSlices:
         self._exit[DEAD] = False
         self._byte_class = table.byte_class.astype(np.int64)
         self._n_words = n_words(trie.vocab_size)
-        # Tokens per byte class of their first byte, to price a node's first-byte exits.
-        first = np.bincount(trie.blob[trie.offsets[trie.lengths > 0]], minlength=256)
-        self._first_share = np.bincount(self._byte_class, weights=first, minlength=self._succ.shape[1]) / max(
-            1, len(trie.sorted_ids))
         self._reads = self._succ.any(axis=1).tolist()
-        # Per first byte: the sorted positions of the tokens starting with it.
+        # Per first byte: the sorted positions of the tokens starting with it, and how many.
         starts = trie.blob[trie.offsets].astype(np.int64)
         self._first_lo = np.searchsorted(starts, np.arange(256), side="left").astype(np.int64)
         self._first_hi = np.searchsorted(starts, np.arange(256), side="right").astype(np.int64)
         self._first_count = (self._first_hi - self._first_lo).astype(np.float64)
+        # Their share per byte class, to price a node's first-byte exits.
+        self._first_share = np.bincount(self._byte_class, weights=self._first_count,
+                                        minlength=self._succ.shape[1]) / max(1, len(trie.sorted_ids))
         self._buffers = WalkBuffers(len(trie.sorted_ids))
         self._by_node: dict[int, Slice | None] = {}
         self._by_shape = _SHAPES.setdefault(trie, {})
