@@ -78,7 +78,7 @@ class Slice:
 
 def _slice(words: np.ndarray, exits: np.ndarray) -> Slice:
     """The :class:`Slice` of ``words`` and ``exits``, with the exits' nodes gathered once."""
-    nodes, at = np.unique(exits[:, 3], return_inverse=True)
+    nodes, at = _distinct(exits[:, 3])
     return Slice(words, exits, nodes.tolist(), at, int((exits[:, 1] - exits[:, 0]).sum()))
 
 
@@ -174,9 +174,7 @@ class NodeSlices:
         whose first byte leads ``node`` elsewhere are walked here. None if that node has no
         slice."""
         target = row[self._byte_class]  # per first byte
-        inside = (target != DEAD) & (self._comp[target] >= 0)
-        entered, at = np.unique(target[inside], return_inverse=True)
-        like = int(entered[np.argmax(np.bincount(at, weights=self._first_count[inside]))])
+        like = _heaviest_entered(target, self._comp, self._first_count)
         base = self.slice_for(like)
         if base is None:
             return None
@@ -184,13 +182,21 @@ class NodeSlices:
         if not differ.any():
             return base
         lo, hi = self._first_lo[differ], self._first_hi[differ]
-        words = base.words.copy()
-        _clear_ranges(words, self.trie.sorted_ids, lo, hi)
+        agree = ~differ & (target != DEAD) & (self._first_hi > self._first_lo)
+        if self._first_count[agree].sum() < self._first_count[differ].sum():
+            # Few tokens start with a byte both read the same way (a node that reads one
+            # byte of a loop's many): copy those rather than clear the rest.
+            words = np.zeros_like(base.words)
+            _copy_ranges(words, base.words, self.trie.sorted_ids, self._first_lo[agree], self._first_hi[agree])
+        else:
+            words = base.words.copy()
+            _clear_ranges(words, self.trie.sorted_ids, lo, hi)
         first = self.trie.blob[self.trie.offsets[base.exits[:, 0]]]
         exits = base.exits[~differ[first]]
         # The tokens starting with the differing bytes, walked from depth 1 (a byte that enters
         # a node that is not plain is an exit there: the walk records it as a hit).
-        rows = np.stack([lo, hi, np.ones(len(lo), np.int64), target[differ].astype(np.int64)], axis=1)
+        rows = np.empty((len(lo), 4), dtype=np.int64)
+        rows[:, 0], rows[:, 1], rows[:, 2], rows[:, 3] = lo, hi, 1, target[differ]
         rows = rows[rows[:, 3] != DEAD]
         walked_words, walked_exits = self._walk_rows(self._plain, self._exit, rows)
         words |= walked_words
@@ -247,6 +253,50 @@ def _clear_ranges(words, sorted_ids, lo, hi):
         for p in range(lo[i], hi[i]):
             t = sorted_ids[p]
             words[t >> 5] &= ~(np.uint32(1) << np.uint32(t & 31))
+
+
+@numba.njit(cache=True, nogil=True)
+def _distinct(values):
+    """The distinct ``values`` ascending, and the index of each value among them: np.unique
+    with ``return_inverse``, without its fixed cost on the few exits of a slice."""
+    order = np.argsort(values)
+    out = np.empty(len(values), np.int64)
+    at = np.empty(len(values), np.int64)
+    n = 0
+    for i in order:
+        if n == 0 or out[n - 1] != values[i]:
+            out[n] = values[i]
+            n += 1
+        at[i] = n - 1
+    return out[:n], at
+
+
+@numba.njit(cache=True, nogil=True)
+def _heaviest_entered(target, comp, count):
+    """Of the loop nodes that ``target`` (a node per first byte) enters, the one entered by
+    the most tokens (``count`` per first byte); the caller knows there is one."""
+    order = np.argsort(target)
+    best, best_weight = -1, -1.0
+    i = 0
+    while i < len(order):
+        node = target[order[i]]
+        weight = 0.0
+        while i < len(order) and target[order[i]] == node:
+            weight += count[order[i]]
+            i += 1
+        if node != DEAD and comp[node] >= 0 and weight > best_weight:
+            best, best_weight = node, weight
+    return best
+
+
+@numba.njit(cache=True, nogil=True)
+def _copy_ranges(words, source, sorted_ids, lo, hi):
+    """Copy from the packed row ``source`` into ``words`` the bits of the tokens at sorted
+    positions ``lo[i]..hi[i]``."""
+    for i in range(len(lo)):
+        for p in range(lo[i], hi[i]):
+            t = sorted_ids[p]
+            words[t >> 5] |= source[t >> 5] & (np.uint32(1) << np.uint32(t & 31))
 
 
 @numba.njit(cache=True, nogil=True)

@@ -51,6 +51,8 @@ class StackDFA:
         # grow a new stack, and new states, per byte.
         reads = table.delta[:, : table.n_byte_classes].any(axis=1).tolist()
         self._tail = [a and not r and not c for a, r, c in zip(self._accept, reads, self._calls)]
+        # Nodes that neither call nor return: a configuration of one closes to itself.
+        self._inert = [not a and not c for a, c in zip(self._accept, self._calls)]
         self._token_bytes = token_bytes
         self._layout: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None  # see _tokens()
         self._byte_class = table.byte_class.astype(np.int64)
@@ -211,6 +213,9 @@ class StackDFA:
 
     def _close(self, seeds: list[tuple[int, int]]) -> frozenset:
         """``seeds`` closed under calls and returns."""
+        inert = self._inert
+        if all(inert[n] for n, _ in seeds):
+            return frozenset(seeds)  # most steps inside a string or number
         calls, accept, rule_start, tail = self._calls, self._accept, self._rule_start, self._tail
         intern, interned = self.parser.intern, self.parser.interned
         out: set[tuple[int, int]] = set()
