@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 import gramc
 from gramc.automata.pda_table import _has_cycle
-from gramc.runtime import pda_stack_dfa
+from gramc.runtime import pda_slices, pda_stack_dfa
 from gramc.automata.trie import trie_for
 from gramc.runtime.bitmask import n_words, unpack_row
 from gramc.runtime.pda_slices import NodeSlices, _loop_components, _shape
@@ -141,6 +141,14 @@ def test_entry_slices_patch_the_first_bytes_that_differ(gpt2, seed, monkeypatch)
         return found
 
     monkeypatch.setattr(NodeSlices, "_entry_slice", spy)
+    # The base slice's tokens are kept by clearing the other first bytes or, where the entry
+    # node reads few of the loop's bytes, by copying the shared ones.
+    kept = []
+    for name in ("_clear_ranges", "_copy_ranges"):
+        def counted(words, source_or_ids, *args, _name=name, _kernel=getattr(pda_slices, name)):
+            kept.append(_name)
+            return _kernel(words, source_or_ids, *args)
+        monkeypatch.setattr(pda_slices, name, counted)
     # "v" strings start either a letter loop or "." (and GPT-2 has '.",': read past the exit).
     schema = json.dumps({"$defs": {"node": {"type": "object", "properties": {
         "v": {"type": "string", "pattern": "^(\\.|[a-z]+)$"},
@@ -150,7 +158,17 @@ def test_entry_slices_patch_the_first_bytes_that_differ(gpt2, seed, monkeypatch)
                         options=CompileOptions(json_property_order="any"))
     assert art.kind == "pda"
     assert _walk_and_compare(art, gpt2, 30, seed) > 0
-    assert any(patched)
+    assert any(patched) and "_clear_ranges" in kept
+    # "w" strings enter their letter loop on "a" only: the tokens starting with "a" are copied.
+    kept.clear()
+    schema = json.dumps({"$defs": {"node": {"type": "object", "properties": {
+        "w": {"type": "string", "pattern": "^a[a-z]*$"},
+        "kids": {"type": "array", "items": {"$ref": "#/$defs/node"}}},
+        "required": ["w"], "additionalProperties": False}}, "$ref": "#/$defs/node"})
+    art = gramc.compile(schema, format="json_schema", vocab=gpt2,
+                        options=CompileOptions(json_property_order="any"))
+    assert _walk_and_compare(art, gpt2, 30, seed) > 0
+    assert "_copy_ranges" in kept
 
 
 def test_loop_shapes_are_shared_across_tables_of_one_vocabulary(gpt2, monkeypatch):
