@@ -56,6 +56,13 @@ class StackDFA:
         self._token_bytes = token_bytes
         self._layout: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None  # see _tokens()
         self._byte_class = table.byte_class.astype(np.int64)
+        # Per node, the byte classes it reads (bit c), packed; made into ints on first use.
+        # A new state's classes that none of its nodes reads are DEAD from the start, so the
+        # walks never stop to ask for them (two thirds of the transitions asked for were).
+        self._reads_packed = np.packbits(table.delta[:, : table.n_byte_classes] != DEAD, axis=1,
+                                         bitorder="little")
+        self._reads_bits: dict[int, int] = {}
+        self._rows: dict[int, np.ndarray] = {}  # a new state's first row, by the classes read
         self._table = table
         self._walk_buffers = None
         self._slices = None
@@ -203,7 +210,25 @@ class StackDFA:
                 grown = np.full((2 * len(self._trans), self.n_classes), -1, dtype=np.int32)
                 grown[: len(self._trans)] = self._trans
                 self._trans = grown
+            self._trans[s] = self._first_row(configs)
         return s
+
+    def _first_row(self, configs: frozenset) -> np.ndarray:
+        """The row of a new state of ``configs``: DEAD on the classes none of its nodes reads,
+        not built (-1) on the others."""
+        bits = 0
+        cached = self._reads_bits
+        for n, _ in configs:
+            b = cached.get(n)
+            if b is None:
+                b = cached[n] = int.from_bytes(self._reads_packed[n].tobytes(), "little")
+            bits |= b
+        row = self._rows.get(bits)
+        if row is None:
+            live = np.unpackbits(np.frombuffer(bits.to_bytes(self._reads_packed.shape[1], "little"), np.uint8),
+                                 count=self.n_classes, bitorder="little").astype(bool)
+            row = self._rows[bits] = np.where(live, -1, DEAD).astype(np.int32)
+        return row
 
     def _build(self, s: int, c: int) -> None:
         """Fill the transition of state ``s`` on byte class ``c``."""
