@@ -2,17 +2,23 @@
 
 from __future__ import annotations
 
+from unittest import mock
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import oracle
+from gramc.automata import bind
+from gramc.automata.bind import bind_state, bind_states, forced_lengths
+from gramc.automata.trie import trie_for
+from gramc.automata.walk import WalkBuffers
 from gramc.compiler.dfa import build_dfa
 from gramc.compiler.ir import Grammar, Token, alt, byte_range, literal, repeat, seq
 from gramc.errors import GramcError, VocabularyError
 from gramc.runtime.artifact import Artifact
-from gramc.runtime.bitmask import apply_bitmask, n_words
+from gramc.runtime.bitmask import apply_bitmask, n_words, unpack_row
 from gramc.vocab import Vocab
 from strategies import exprs, small_vocabs, strings
 
@@ -71,6 +77,32 @@ def test_lazy_binding_equals_eager(e, tokens, prefixes):
             assert np.array_equal(a.mask(), b.mask())
             assert a.forced_tokens() == b.forced_tokens()
     assert eager.to_bytes() == lazy.to_bytes()
+
+
+@settings(max_examples=100, deadline=None)
+@given(exprs(), small_vocabs())
+def test_one_state_binding_equals_the_batch(e, tokens):
+    """A lazy table binds one state at a time (bind_state): the same ids, next states and
+    forced token as the batch binding of every state, a packed row of those ids, and a dense
+    row that says the same, whether the row is sorted or scattered."""
+    vocab = make_vocab(tokens)
+    dfa = build_dfa(Grammar.single(alt(e, seq(Token(len(tokens)), e))))  # and a special token
+    trie = trie_for(vocab)
+    forced_len = forced_lengths(dfa)
+    batch = bind_states(dfa, trie, np.arange(dfa.n_states), forced_len)
+    buf = WalkBuffers(len(trie.sorted_ids))
+    for share, scattered in ((0, False), (10**9, True)):
+        with mock.patch.object(bind, "DENSE_ROW_SHARE", share):
+            for q in range(dfa.n_states):
+                one, words, dense = bind_state(dfa, trie, q, forced_len, buf)
+                ids, nxt = batch.token_ids[batch.indptr[q] : batch.indptr[q + 1]], \
+                    batch.next_state[batch.indptr[q] : batch.indptr[q + 1]]
+                assert np.array_equal(one.token_ids, ids) and np.array_equal(one.next_state, nxt)
+                assert one.forced_token[0] == batch.forced_token[q]
+                assert np.array_equal(np.flatnonzero(unpack_row(words, vocab.size)), ids)
+                assert scattered or dense is None
+                if dense is not None:
+                    assert np.array_equal(np.flatnonzero(dense), ids) and np.array_equal(dense[ids], nxt)
 
 
 @settings(max_examples=100, deadline=None)
@@ -169,9 +201,10 @@ def test_forced_tokens_jump_forward():
     assert m.commit_tokens(forced) == len(forced) and m.forced_tokens() == []
 
 
-def test_special_token_terminal_in_grammar():
+@pytest.mark.parametrize("lazy", [False, True])
+def test_special_token_terminal_in_grammar(lazy):
     vocab = Vocab.from_list([b"a", b"<tool>", b"b"], special_ids=[1])
-    m = artifact_for(seq(literal(b"a"), Token(1), literal(b"b")), vocab).matcher()
+    m = artifact_for(seq(literal(b"a"), Token(1), literal(b"b")), vocab, lazy=lazy).matcher()
     assert m.allowed_tokens().tolist() == [0]
     assert m.commit_token(0) and m.allowed_tokens().tolist() == [1]
     assert m.commit_token(1) and m.allowed_tokens().tolist() == [2]
@@ -237,7 +270,6 @@ def test_token_walk_equals_the_per_token_definition_on_gpt2(data):
     """The compiled walk (prefixes shared, dead sub-trees skipped) finds exactly the tokens,
     end states and marker hits of running every token on its own, on random automata over
     the real gpt2 vocabulary (tokens of 64 spaces, long shared prefixes)."""
-    from gramc.automata.trie import trie_for
     from gramc.automata.walk import walk_tokens
     from gramc.vocab import load_vocab
 

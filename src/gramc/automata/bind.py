@@ -15,9 +15,13 @@ import numpy as np
 
 from gramc.automata.tables import DEAD, DFATable
 from gramc.automata.trie import TokenTrie
+from gramc.runtime.bitmask import n_words
 
 #: States walked together; bounds the walk's output to a few hundred MB on big vocabularies.
 STATE_CHUNK = 64
+#: :func:`bind_state` scatters a row into a dense one when more than 1 / this of the
+#: vocabulary survives (sorting is cheaper below that).
+DENSE_ROW_SHARE = 16
 
 
 @dataclass(frozen=True, eq=False)
@@ -88,6 +92,58 @@ def bind_states(dfa: DFATable, trie: TokenTrie, states, forced_len: np.ndarray |
         next_state=nxt.astype(np.int32),
         forced_token=_forced_tokens(rows, tokens, depth, forced_len[states], len(states)),
     )
+
+
+def bind_state(dfa: DFATable, trie: TokenTrie, q: int, forced_len: np.ndarray,
+               buf) -> tuple[TokenRows, np.ndarray, np.ndarray | None]:
+    """The row of one state as :func:`bind_states` gives it, its packed mask row (uint32, no
+    EOS), and its dense next-state row (int32 per token id, DEAD where not allowed) where one
+    was made on the way (most of the vocabulary survives), else None. Walked in ``buf`` (a
+    :class:`~gramc.automata.walk.WalkBuffers` sized for the trie).
+
+    A lazy table binds states one at a time, and in a string body most of a 128k vocabulary
+    survives, where :func:`bind_states`'s batch bookkeeping (per-token row numbers, keys
+    sorted across rows) cost as much as the walk."""
+    from gramc.automata.walk import scatter_walked, set_walked, walk  # numba: imported on first use
+
+    buf.ranges[0] = (0, len(trie.sorted_ids), 0, q)
+    delta = np.require(dfa.delta, np.int32, ["C", "W"])
+    ne, _, n_pending, _ = walk(delta, np.ascontiguousarray(dfa.byte_class, dtype=np.int64), trie.blob,
+                               trie.offsets, trie.lengths, trie.lcp, trie.skip, trie.max_len, buf.ranges, 1,
+                               _NO_MARKER, False, buf.pos, buf.next, 0, buf.hits, buf.pending, buf.missing)
+    if n_pending:
+        raise ValueError("bind_state: the transition table has unbuilt (negative) entries")
+    pos = buf.pos[:ne]
+    (_, special, special_next, _), = _special_tokens(dfa, np.array([q], dtype=np.int64))
+    words = np.zeros(n_words(trie.vocab_size), dtype=np.uint32)
+    dense = None
+    if trie.vocab_size > DENSE_ROW_SHARE * ne:  # few survive: sort them
+        set_walked(words, trie.sorted_ids, pos, ne)
+        tokens = np.concatenate([trie.sorted_ids[pos], special])
+        order = np.argsort(tokens)
+        ids, nxt = tokens[order].astype(np.int32), np.concatenate([buf.next[:ne], special_next])[order]
+    else:  # most survive: scatter them into a dense row (~50x faster than sorting 100k ids)
+        dense = np.zeros(trie.vocab_size, dtype=np.int32)
+        scatter_walked(dense, words, trie.sorted_ids, pos, buf.next)  # alive: never DEAD
+        dense[special] = special_next
+        ids = np.flatnonzero(dense).astype(np.int32)
+        nxt = dense[ids]
+    for t in special.tolist():
+        words[t >> 5] |= np.uint32(1 << (t & 31))
+    forced = np.full(1, -1, dtype=np.int32)
+    if forced_len[q] > 0:
+        depth = trie.lengths[pos]
+        fits = depth <= forced_len[q]
+        if fits.any():
+            forced = _forced_tokens(np.zeros(int(fits.sum()), dtype=np.int64), trie.sorted_ids[pos[fits]],
+                                    depth[fits], forced_len[[q]], 1)
+    rows = TokenRows(states=np.array([q], dtype=np.int64), indptr=np.array([0, len(ids)], dtype=np.int64),
+                     token_ids=ids, next_state=nxt.astype(np.int32), forced_token=forced)
+    return rows, words, dense
+
+
+#: A walk without marked states.
+_NO_MARKER = np.zeros(0, dtype=np.bool_)
 
 
 def _argsort_distinct(keys: np.ndarray, n_keys: int) -> np.ndarray:

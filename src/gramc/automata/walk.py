@@ -175,6 +175,16 @@ def set_walked(words, sorted_ids, pos, n):
 
 
 @numba.njit(cache=True, nogil=True)
+def scatter_walked(dense, words, sorted_ids, pos, nxt):
+    """For each token :func:`walk` emitted (sorted position ``pos[i]``, end state ``nxt[i]``):
+    its entry in the dense next-state row ``dense`` and its bit in the packed row ``words``."""
+    for i in range(len(pos)):
+        t = sorted_ids[pos[i]]
+        dense[t] = nxt[i]
+        words[t >> 5] |= np.uint32(1) << np.uint32(t & 31)
+
+
+@numba.njit(cache=True, nogil=True)
 def _request(trans, state, c, entry, missing, n_missing):
     """Ask for the unbuilt transition ``(state, c)`` (its table ``entry`` is negative): written
     to ``missing`` and set to -2 the first time, so it is asked for once. Returns the count."""

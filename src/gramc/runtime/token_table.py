@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from gramc.automata.bind import TokenRows, bind_states, forced_lengths
+from gramc.automata.bind import TokenRows, bind_state, forced_lengths
 from gramc.automata.tables import DEAD, DFATable
 from gramc.automata.trie import TokenTrie
-from gramc.runtime.bitmask import n_words, pack_rows, unpack_row
+from gramc.runtime.bitmask import n_words, pack_rows, set_bits, unpack_row
 
 #: Bytes of dense next-state rows a table may cache (beyond it, commits binary-search a row).
 DENSE_BUDGET = 256 << 20
@@ -37,6 +37,7 @@ class TokenTable:
         self._masks: dict[tuple[int, int], np.ndarray] = {}
         self._views: dict[str, list[np.ndarray]] = {}
         self._trie: TokenTrie | None = None
+        self._walk_buffers = None  # lazy: made on the first bind
         self._forced_len: np.ndarray | None = None
         # Dense next-state rows (int32[V]) per state, built on a state's first commit when the
         # whole table would fit DENSE_BUDGET; a commit is then one array index.
@@ -85,10 +86,17 @@ class TokenTable:
     def _bind(self, q: int) -> None:
         if self._trie is None:
             raise AssertionError("eager token tables are fully bound")
-        rows = bind_states(self.dfa, self._trie, [q], self._forced_len)
+        if self._walk_buffers is None:
+            from gramc.automata.walk import WalkBuffers  # numba: imported on the first bind
+
+            self._walk_buffers = WalkBuffers(len(self._trie.sorted_ids))
+        rows, words, dense = bind_state(self.dfa, self._trie, q, self._forced_len, self._walk_buffers)
         self._install(rows)
-        indptr, ids = self._with_eos(rows)
-        self._word_rows[q] = pack_rows(indptr, ids, self.vocab_size)[0]
+        if dense is not None and self._dense is not None:
+            self._dense[q] = dense
+        if self.dfa.accept[q]:
+            set_bits(words, self._eos)
+        self._word_rows[q] = words
 
     # ------------------------------------------------------------ lookups
 
