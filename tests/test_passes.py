@@ -130,6 +130,37 @@ def test_short_shared_parts_and_their_repetitions_stay_inline():
     assert format_expr(body) == format_expr(string)  # the whole string is one rule, its body a loop
 
 
+def test_long_counted_repetitions_call_their_item():
+    """A string with a large maxLength, inlined, copies its character's states at every
+    position (~20,000 states for 1,024 JSON characters), so its character becomes a rule the
+    repetition calls; a short count keeps it inline. The language is the same."""
+    from earley import EarleyOracle
+    from gramc.compiler.ir import Ref, byte_range
+    from gramc.compiler.passes import MAX_INLINE_REPEAT_BYTES, outline_shared
+
+    char = alt(byte_range(0x61, 0x7A), seq(literal(b"\\u"), repeat(byte_range(0x30, 0x39), 4, 4)))  # 6 bytes
+    n = MAX_INLINE_REPEAT_BYTES // 6 + 1
+    g = Grammar.single(seq(repeat(char, 0, n), literal(b","), repeat(char, 0, 3)))
+    out = outline_shared(g, min_size=1)
+    (name, body), = [(k, b) for k, b in out.rules.items() if k != g.start]
+    assert format_expr(body) == format_expr(char)
+    assert format_expr(out.rules[g.start]) == format_expr(seq(repeat(Ref(name), 0, n), literal(b","),
+                                                              repeat(char, 0, 3)))
+    # Used twice, the repetition is a rule of its own, which calls the character's.
+    big = repeat(char, 0, n)
+    g2 = Grammar.single(seq(big, literal(b","), big, literal(b","), repeat(char, 0, 3)))
+    out2 = outline_shared(g2, min_size=1)
+    (char_rule,) = [k for k, b in out2.rules.items() if b == char]
+    assert sorted(format_expr(b) for k, b in out2.rules.items() if k != g2.start) == \
+        sorted([format_expr(char), format_expr(repeat(Ref(char_rule), 0, n))])
+    for grammar, outlined in ((g, out), (g2, out2)):
+        before, after = EarleyOracle(grammar), EarleyOracle(outlined)
+        for s in [b"ab,c", b"a" * n + b",zz", b"a" * (n + 1) + b",", b"\\u0123b,\\u12", b",abcd",
+                  b"a\\u12x", b"ab," + b"b" * n + b",c", b"," + b"b" * (n + 1) + b","]:
+            assert before.fullmatch(s) == after.fullmatch(s)
+            assert before.is_viable_prefix(s) == after.is_viable_prefix(s)
+
+
 def test_stored_ir_text_names_shared_parts_of_a_large_dag():
     """A definition reached through many paths is one IR node; written out as a tree the IR
     doubles with every level. The stored text must stay proportional to the DAG, and small

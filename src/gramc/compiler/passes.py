@@ -161,6 +161,10 @@ SHORT_BYTES = 32
 #: ... and whose IR, written out as a tree, has at most this many nodes (a short part can
 #: still nest shared alternatives deeply enough to blow up when copied).
 SHORT_SIZE = 1024
+#: A counted repetition of a short part reading more than this many bytes in all (a string
+#: with ``maxLength`` 1024) calls its item as a rule: inlined, every position would copy the
+#: item's states (~20,000 states for 1,024 JSON string characters).
+MAX_INLINE_REPEAT_BYTES = 1024
 
 
 def outline_shared(g: Grammar, min_size: int = 64, keep_short: bool = True) -> Grammar:
@@ -169,8 +173,9 @@ def outline_shared(g: Grammar, min_size: int = 64, keep_short: bool = True) -> G
     The IR is hash-consed, so a sub-expression written twice (a list's element, a schema
     reached through several paths) is one shared node; inlined into an automaton it is copied
     at every use, and nesting multiplies the copies. As a rule it is built once and called.
-    With ``keep_short``, short ones stay inline (see :data:`SHORT_BYTES`). Rules are named
-    ``_shared<k>`` in order of first use (deterministic).
+    With ``keep_short``, short ones stay inline (see :data:`SHORT_BYTES`), except as the item
+    of a long counted repetition (see :data:`MAX_INLINE_REPEAT_BYTES`), which calls it. Rules
+    are named ``_shared<k>`` in order of first use (deterministic).
     """
     uses: dict[Expr, int] = {}
     order: list[Expr] = []
@@ -194,13 +199,27 @@ def outline_shared(g: Grammar, min_size: int = 64, keep_short: bool = True) -> G
     inline = lambda e: keep_short and (short(e) or isinstance(e, Repeat) and e.max is None  # noqa: E731
                                        and short(e.item))
     shared = [e for e in order if uses[e] > 1 and count(e) >= min_size and e.children() and not inline(e)]
-    if not shared:
+    # Long counted repetitions of short parts call their item (see MAX_INLINE_REPEAT_BYTES).
+    long_counted = lambda e: keep_short and isinstance(e, Repeat) and e.max is not None and \
+        inline(e.item) and _longest(e, longest) is not None and \
+        longest[e] > MAX_INLINE_REPEAT_BYTES  # noqa: E731
+    called = dict.fromkeys(e.item for e in order if long_counted(e))  # inline elsewhere
+    if not shared and not called:
         return g
-    names = {e: f"_shared{k}" for k, e in enumerate(shared)}
-    swap = lambda e: Ref(names[e]) if e in names else None  # noqa: E731
+    names = {e: f"_shared{k}" for k, e in enumerate([*shared, *called])}
+
+    def swap(e: Expr) -> Expr | None:
+        if e in names and e not in called:
+            return Ref(names[e])
+        if long_counted(e):
+            return repeat(Ref(names[e.item]), e.min, e.max)
+        return None
+
     rules = {n: rewrite(b, swap) for n, b in g.rules.items()}
     for e, name in names.items():
-        rules[name] = seq(*(rewrite(c, swap) for c in e.children())) if isinstance(e, Seq) else \
+        rules[name] = rewrite(e, lambda x: None if x is e else swap(x)) if e in called else \
+            repeat(Ref(names[e.item]), e.min, e.max) if long_counted(e) else \
+            seq(*(rewrite(c, swap) for c in e.children())) if isinstance(e, Seq) else \
             alt(*(rewrite(c, swap) for c in e.children())) if isinstance(e, Alt) else \
             repeat(rewrite(e.item, swap), e.min, e.max)
     return Grammar(rules, g.start)
