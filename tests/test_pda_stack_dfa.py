@@ -149,25 +149,24 @@ def test_entry_slices_patch_the_first_bytes_that_differ(gpt2, seed, monkeypatch)
             kept.append(_name)
             return _kernel(words, source_or_ids, *args)
         monkeypatch.setattr(pda_slices, name, counted)
+
+    def tree(pattern: str):
+        """A recursive any-order schema whose required "v" string matches ``pattern``."""
+        schema = json.dumps({"$defs": {"node": {"type": "object", "properties": {
+            "v": {"type": "string", "pattern": pattern},
+            "kids": {"type": "array", "items": {"$ref": "#/$defs/node"}}},
+            "required": ["v"], "additionalProperties": False}}, "$ref": "#/$defs/node"})
+        art = gramc.compile(schema, format="json_schema", vocab=gpt2,
+                            options=CompileOptions(json_property_order="any"))
+        assert art.kind == "pda"
+        return art
+
     # "v" strings start either a letter loop or "." (and GPT-2 has '.",': read past the exit).
-    schema = json.dumps({"$defs": {"node": {"type": "object", "properties": {
-        "v": {"type": "string", "pattern": "^(\\.|[a-z]+)$"},
-        "kids": {"type": "array", "items": {"$ref": "#/$defs/node"}}},
-        "required": ["v"], "additionalProperties": False}}, "$ref": "#/$defs/node"})
-    art = gramc.compile(schema, format="json_schema", vocab=gpt2,
-                        options=CompileOptions(json_property_order="any"))
-    assert art.kind == "pda"
-    assert _walk_and_compare(art, gpt2, 30, seed) > 0
+    assert _walk_and_compare(tree("^(\\.|[a-z]+)$"), gpt2, 30, seed) > 0
     assert any(patched) and "_clear_ranges" in kept
-    # "w" strings enter their letter loop on "a" only: the tokens starting with "a" are copied.
+    # Strings that enter their letter loop on "a" only: the tokens starting with "a" are copied.
     kept.clear()
-    schema = json.dumps({"$defs": {"node": {"type": "object", "properties": {
-        "w": {"type": "string", "pattern": "^a[a-z]*$"},
-        "kids": {"type": "array", "items": {"$ref": "#/$defs/node"}}},
-        "required": ["w"], "additionalProperties": False}}, "$ref": "#/$defs/node"})
-    art = gramc.compile(schema, format="json_schema", vocab=gpt2,
-                        options=CompileOptions(json_property_order="any"))
-    assert _walk_and_compare(art, gpt2, 30, seed) > 0
+    assert _walk_and_compare(tree("^a[a-z]*$"), gpt2, 30, seed) > 0
     assert "_copy_ranges" in kept
 
 
