@@ -92,7 +92,7 @@ def test_one_state_binding_equals_the_batch(e, tokens):
     batch = bind_states(dfa, trie, np.arange(dfa.n_states), forced_len)
     buf = WalkBuffers(len(trie.sorted_ids))
     for share, scattered in ((0, False), (10**9, True)):
-        with mock.patch.object(bind, "DENSE_ROW_SHARE", share):
+        with mock.patch.object(bind, "SCATTER_SHARE", share):
             for q in range(dfa.n_states):
                 one, words, dense = bind_state(dfa, trie, q, forced_len, buf)
                 ids, nxt = batch.token_ids[batch.indptr[q] : batch.indptr[q + 1]], \

@@ -15,13 +15,15 @@ import numpy as np
 
 from gramc.automata.tables import DEAD, DFATable
 from gramc.automata.trie import TokenTrie
-from gramc.runtime.bitmask import n_words
+from gramc.runtime.bitmask import n_words, set_bits
 
 #: States walked together; bounds the walk's output to a few hundred MB on big vocabularies.
 STATE_CHUNK = 64
-#: :func:`bind_state` scatters a row into a dense one when more than 1 / this of the
-#: vocabulary survives (sorting is cheaper below that).
-DENSE_ROW_SHARE = 16
+#: Distinct keys (token ids) are put in order by scattering them into a table of the whole
+#: key range when more than 1 / this of it is present, and by sorting them below that.
+SCATTER_SHARE = 16
+#: A walk without marked states.
+_NO_MARKER = np.zeros(0, dtype=np.bool_)
 
 
 @dataclass(frozen=True, eq=False)
@@ -117,7 +119,7 @@ def bind_state(dfa: DFATable, trie: TokenTrie, q: int, forced_len: np.ndarray,
     (_, special, special_next, _), = _special_tokens(dfa, np.array([q], dtype=np.int64))
     words = np.zeros(n_words(trie.vocab_size), dtype=np.uint32)
     dense = None
-    if trie.vocab_size > DENSE_ROW_SHARE * ne:  # few survive: sort them
+    if trie.vocab_size > SCATTER_SHARE * ne:  # few survive: sort them
         set_walked(words, trie.sorted_ids, pos, ne)
         tokens = np.concatenate([trie.sorted_ids[pos], special])
         order = np.argsort(tokens)
@@ -128,8 +130,7 @@ def bind_state(dfa: DFATable, trie: TokenTrie, q: int, forced_len: np.ndarray,
         dense[special] = special_next
         ids = np.flatnonzero(dense).astype(np.int32)
         nxt = dense[ids]
-    for t in special.tolist():
-        words[t >> 5] |= np.uint32(1 << (t & 31))
+    set_bits(words, special)
     forced = np.full(1, -1, dtype=np.int32)
     if forced_len[q] > 0:
         depth = trie.lengths[pos]
@@ -142,16 +143,12 @@ def bind_state(dfa: DFATable, trie: TokenTrie, q: int, forced_len: np.ndarray,
     return rows, words, dense
 
 
-#: A walk without marked states.
-_NO_MARKER = np.zeros(0, dtype=np.bool_)
-
-
 def _argsort_distinct(keys: np.ndarray, n_keys: int) -> np.ndarray:
     """The sorting permutation of distinct keys in ``range(n_keys)``: a scatter into a
     table of all keys when they fill a good part of that range (one state where most of a
     128k vocabulary survives: ~50x faster than a sort), an ``argsort`` otherwise (a few
     surviving tokens: the table alone would cost ~100 µs)."""
-    if n_keys > 16 * len(keys):
+    if n_keys > SCATTER_SHARE * len(keys):
         return np.argsort(keys, kind="stable")
     slot = np.full(n_keys, -1, dtype=np.int64)
     slot[keys] = np.arange(len(keys))

@@ -49,7 +49,8 @@ class StackDFA:
         # calls nothing) is a tail call: it keeps the caller's continuation instead of pushing
         # one, so right-recursive rules (a string body made of `chars ::= char chars`) do not
         # grow a new stack, and new states, per byte.
-        reads = table.delta[:, : table.n_byte_classes].any(axis=1).tolist()
+        live = table.delta[:, : table.n_byte_classes] != DEAD  # per node and byte class
+        reads = live.any(axis=1).tolist()
         self._tail = [a and not r and not c for a, r, c in zip(self._accept, reads, self._calls)]
         # Nodes that neither call nor return: a configuration of one closes to itself.
         self._inert = [not a and not c for a, c in zip(self._accept, self._calls)]
@@ -59,8 +60,7 @@ class StackDFA:
         # Per node, the byte classes it reads (bit c), packed; made into ints on first use.
         # A new state's classes that none of its nodes reads are DEAD from the start, so the
         # walks never stop to ask for them (two thirds of the transitions asked for were).
-        self._reads_packed = np.packbits(table.delta[:, : table.n_byte_classes] != DEAD, axis=1,
-                                         bitorder="little")
+        self._reads_packed = np.packbits(live, axis=1, bitorder="little")
         self._reads_bits: dict[int, int] = {}
         self._rows: dict[int, np.ndarray] = {}  # a new state's first row, by the classes read
         self._table = table
