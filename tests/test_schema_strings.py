@@ -20,10 +20,12 @@ from oracle import fullmatch
 from paths import SHARED, shared_path
 
 from gramc.compiler.dfa import build_dfa
-from gramc.compiler.ir import NOTHING, Grammar
+from gramc.compiler.ir import NOTHING, Grammar, alt
 from gramc.schemas.approx import NotExpressible
 from gramc.schemas.formats import KNOWN_FORMATS, format_ir, format_pattern, format_spec
-from gramc.schemas.strings import json_codepoint_set_to_ir, json_string_ir
+from gramc.schemas.jsontext import string_literal_ir
+from gramc.schemas.langops import difference, is_empty
+from gramc.schemas.strings import json_codepoint_set_to_ir, json_string_excluding, json_string_ir
 
 SETTINGS = settings(
     max_examples=int(os.environ.get("STRING_EXAMPLES", "60")),
@@ -139,6 +141,27 @@ def test_surrogate_pair_counts_as_one_code_point():
     expr = json_string_ir(min_length=1, max_length=1)
     assert accepts(expr, '"\\ud83d\\ude00"') and accepts(expr, '"😀"')
     assert not accepts(expr, '"\\ud83d\\ude00a"')
+
+
+# A name list with shared prefixes, one name a prefix of another, and the empty name.
+names_lists = st.lists(st.one_of(texts, st.sampled_from(["", "a", "ab", "abc", "b\u00e9"])), max_size=5)
+
+
+@SETTINGS
+@given(names_lists, texts, st.integers(0, 2**32))
+def test_string_excluding_names_is_exactly_the_other_strings(names, other, seed):
+    """The trie-built "any name but these" has the language of the automaton difference
+    (any string less every spelling of the names), and every spelling of a name is out."""
+    trie = json_string_excluding(names)
+    product = difference(json_string_ir(), alt(*(string_literal_ir(n, all_spellings=True) for n in names)))
+    assert is_empty(difference(trie, product)) and is_empty(difference(product, trie))
+    for s in [*names, other]:
+        for text in spellings(s, seed):
+            assert accepts(trie, text) == (s not in names), (text, names)
+
+
+def test_string_excluding_ignores_names_no_string_spells():
+    assert json_string_excluding(["a", "\ud800"]) is json_string_excluding(["a"])
 
 
 def test_codepoint_set_encoding():

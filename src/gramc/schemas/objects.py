@@ -33,6 +33,7 @@ from gramc.compiler.ir import EMPTY, NOTHING, Alt, Expr, Ref, Repeat, Seq, alt, 
 from gramc.schemas.atoms import FALSE, TRUE, Atom, Neg, Node
 from gramc.schemas.jsontext import string_literal_ir
 from gramc.schemas.langops import difference, intersection, is_empty, matches
+from gramc.schemas.strings import json_string_excluding
 
 #: Largest expanded expression (tree size) an object body may have before counting
 #: constraints (minProperties/maxProperties) are over-approximated.
@@ -282,11 +283,13 @@ class ObjectMixin:
             key = lang if key is None else intersection(key, lang)
         if key_parts[1]:
             key = difference(self.any_string() if key is None else key, alt(*key_parts[1]))
-        inside = [n for n in view.names if key is None or matches(key, json.dumps(n).encode())]
+        if key is None:  # any name but the declared ones: built as their trie
+            return json_string_excluding(view.names)
+        inside = [n for n in view.names if matches(key, json.dumps(n).encode())]
         if inside:
             spellings = alt(*(string_literal_ir(n, all_spellings=True) for n in inside))
-            key = difference(self.any_string() if key is None else key, spellings)
-        return self.any_string() if key is None else key
+            key = difference(key, spellings)
+        return key
 
     def _regions(self, view: ObjectView):
         """[(region, (languages to intersect, languages to subtract))] or None."""

@@ -27,6 +27,7 @@ correctly ordered surrogate pair (a lone surrogate is not a code point).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from functools import lru_cache
 
 from gramc.compiler.frontends.regex import parse_regex, parse_regex_search
@@ -137,6 +138,50 @@ def _surrogate_pairs(lo: int, hi: int) -> Expr:
 
 #: One code point, any JSON spelling.
 JSON_CHAR = json_codepoint_set_to_ir(ALL_CODEPOINTS)
+
+
+def json_string_excluding(names: Iterable[str]) -> Expr:
+    """Every JSON string literal (quotes included) whose decoded value is none of ``names``.
+
+    The language of ``difference(any string, every spelling of the names)``, built as the
+    trie of the names: after each prefix comes the closing quote (unless the prefix is a
+    name), the next character of a name in any spelling (down the trie), or any other
+    character and then any string. The tree grows with the names' total length and reads
+    like the trie it is. The product automaton of the difference, turned back into IR by
+    state elimination, repeats prefixes in every branch; kept as rules (the PDA path), those
+    repeats became hundreds of shared parts, strings of calls one character each.
+
+    Names with a lone surrogate are dropped: no string of this language decodes to one.
+
+    >>> from gramc.schemas.langops import matches
+    >>> key = json_string_excluding(["ab"])
+    >>> [matches(key, t) for t in (b'"ab"', b'"a\\u0062"', b'"a"', b'"abc"', b'"b"', b'""')]
+    [False, False, True, True, True, True]
+    """
+    end = -1  # the trie key marking a whole name
+    trie: dict = {}
+    for name in names:
+        if not any(0xD800 <= ord(c) <= 0xDFFF for c in name):
+            node = trie
+            for c in name:
+                node = node.setdefault(ord(c), {})
+            node[end] = {}
+    rest = seq(repeat(JSON_CHAR, 0, None), QUOTE)
+    built: dict[int, Expr] = {}
+    stack = [(trie, False)]
+    while stack:  # post-order without recursion: a name may be long
+        node, ready = stack.pop()
+        kids = sorted(cp for cp in node if cp != end)
+        if not ready:
+            stack.append((node, True))
+            stack.extend((node[cp], False) for cp in kids)
+            continue
+        options = [] if end in node else [QUOTE]
+        options += [seq(json_codepoint_set_to_ir(CodepointSet.of(cp)), built[id(node[cp])]) for cp in kids]
+        others = ALL_CODEPOINTS.difference(CodepointSet.of(*kids))
+        options.append(seq(json_codepoint_set_to_ir(others), rest))
+        built[id(node)] = alt(*options)
+    return seq(QUOTE, built[id(trie)])
 
 
 # ---------------------------------------------------------------- letters
