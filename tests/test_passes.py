@@ -204,3 +204,31 @@ def test_the_fallback_pda_outlines_short_parts_when_inlining_them_blows_up(monke
     assert kind == "pda"
     assert [d for _, d in tried] == [limits.max_dfa_states // 10, limits.max_dfa_states]
     assert tried[1][0] > tried[0][0]  # the second try keeps the shared parts as rules
+
+
+def test_lexemes_stay_whole_and_survive_the_passes():
+    """A lexeme (a key that is none of the declared names) is never split into shared
+    rules, even where its parts are shared outside it, which are still outlined there; the
+    passes carry the lexemes along, and the language is the same."""
+    from earley import EarleyOracle
+    from gramc.compiler.ir import Ref, walk
+    from gramc.compiler.passes import SHORT_BYTES, optimize, outline_shared
+
+    part = alt(literal(b"x" * (SHORT_BYTES + 1)), literal(b"y"))  # long enough to outline
+    word = alt(seq(literal(b'"'), part, literal(b"-"), part, literal(b'"')), literal(b"z"))  # (not flattened)
+    once = alt(seq(literal(b"<"), part, literal(b">")), literal(b"w"))  # a lexeme used once
+    g = Grammar({"root": seq(Ref("item"), literal(b","), part, part, once), "item": seq(word, literal(b"!"), word)},
+                "root", lexemes=[word, once])
+    kept = optimize(g, inline=False)
+    assert kept.lexemes == {word, once}
+    out = outline_shared(kept, min_size=1)
+    assert [format_expr(b) for n, b in out.rules.items() if n.startswith("_shared")] == \
+        [format_expr(part), format_expr(word)]
+    assert out.rules[[n for n, b in out.rules.items() if b is word][0]] is word  # whole inside
+    assert any(once in walk(b) for b in out.rules.values())
+    plain = outline_shared(Grammar(kept.rules, kept.start), min_size=1)  # without the lexeme: split
+    assert not any(b is word for b in plain.rules.values())
+    before, after = EarleyOracle(g), EarleyOracle(out)
+    assert before.fullmatch(b'z!"y-y",yy<y>') and not before.fullmatch(b'"y-y"!"y-x",yyw')
+    for text in [b'"y-y"!z,yyw', b'z!"y-y",yy<y>', b'"y-y"!"' + b"x" * (SHORT_BYTES + 1) + b'-y",yyw', b'"y-y"!"y-x",yyw']:
+        assert before.fullmatch(text) == after.fullmatch(text)

@@ -22,7 +22,7 @@ True
 from __future__ import annotations
 
 import weakref
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from typing import Any, ClassVar
 
 ALL_BYTES = (1 << 256) - 1
@@ -279,15 +279,22 @@ class Grammar:
     """A set of named rules and a start rule.
 
     Rules keep their insertion order, which the printer follows (start rule first).
+    ``lexemes`` are sub-expressions without rule references that are words of the language
+    (a JSON key that is none of an object's declared names): the rule-keeping compilation
+    keeps each whole (see :func:`gramc.compiler.passes.outline_shared`). They are found as
+    nodes of the rule bodies, so one must be built to stay a node: an alternation inside a
+    sequence (a sequence is flattened into the sequence around it). A lexeme that a pass
+    rewrites is no longer one; the language never depends on them.
     """
 
-    __slots__ = ("rules", "start")
+    __slots__ = ("rules", "start", "lexemes")
 
-    def __init__(self, rules: Mapping[str, Expr], start: str):
+    def __init__(self, rules: Mapping[str, Expr], start: str, lexemes: Iterable[Expr] = ()):
         if start not in rules:
             raise ValueError(f"start rule {start!r} is not defined")
         self.rules: dict[str, Expr] = dict(rules)
         self.start = start
+        self.lexemes: frozenset[Expr] = frozenset(lexemes)
 
     @classmethod
     def single(cls, expr: Expr, name: str = "root") -> "Grammar":
@@ -325,13 +332,14 @@ class Grammar:
         return visit(self.start)
 
 
-def walk(expr: Expr) -> Iterable[Expr]:
-    """Every node of ``expr`` once (pre-order, shared sub-trees visited once)."""
+def walk(expr: Expr, stop: Collection[Expr] = ()) -> Iterable[Expr]:
+    """Every node of ``expr`` once (pre-order, shared sub-trees visited once), except the
+    nodes in ``stop`` and those only found inside them."""
     seen: set[int] = set()
     stack = [expr]
     while stack:
         node = stack.pop()
-        if id(node) in seen:
+        if id(node) in seen or node in stop:
             continue
         seen.add(id(node))
         yield node

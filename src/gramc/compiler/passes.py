@@ -87,7 +87,7 @@ def remove_unproductive(g: Grammar) -> Grammar:
                          f"finish (unproductive rules: {', '.join(bad)})")
     warnings.warn(GramcWarning(f"rules that can never finish are ignored: {', '.join(bad)}"), stacklevel=2)
     kill = lambda e: NOTHING if isinstance(e, Ref) and e.name not in good else None  # noqa: E731
-    return Grammar({n: rewrite(b, kill) for n, b in g.rules.items() if n in good}, g.start)
+    return Grammar({n: rewrite(b, kill) for n, b in g.rules.items() if n in good}, g.start, g.lexemes)
 
 
 def remove_unreachable(g: Grammar) -> Grammar:
@@ -101,7 +101,7 @@ def remove_unreachable(g: Grammar) -> Grammar:
     unused = [n for n in g.rules if n not in seen]
     if unused:
         warnings.warn(GramcWarning(f"unused rules are ignored: {', '.join(unused)}"), stacklevel=2)
-    return Grammar({n: b for n, b in g.rules.items() if n in seen}, g.start)
+    return Grammar({n: b for n, b in g.rules.items() if n in seen}, g.start, g.lexemes)
 
 
 def recursive_rules(g: Grammar) -> set[str]:
@@ -136,7 +136,7 @@ def inline_nonrecursive(g: Grammar) -> Grammar:
                                    if isinstance(e, Ref) and e.name not in keep else None)
         return bodies[name]
 
-    return Grammar({n: body(n) for n in g.rules if n in keep}, g.start)
+    return Grammar({n: body(n) for n in g.rules if n in keep}, g.start, g.lexemes)
 
 
 def resolve_token_names(g: Grammar, special_names: Mapping[str, int] | None) -> Grammar:
@@ -151,7 +151,7 @@ def resolve_token_names(g: Grammar, special_names: Mapping[str, int] | None) -> 
     if missing:
         raise VocabularyError(f"the vocabulary has no special token named {', '.join(missing)}")
     swap = lambda e: Token(special_names[e.name]) if isinstance(e, TokenName) else None  # noqa: E731
-    return Grammar({n: rewrite(b, swap) for n, b in g.rules.items()}, g.start)
+    return Grammar({n: rewrite(b, swap) for n, b in g.rules.items()}, g.start, g.lexemes)
 
 
 #: Sub-expressions reading at most this many bytes (a UTF-8 character, an escape) are never
@@ -174,8 +174,11 @@ def outline_shared(g: Grammar, min_size: int = 64, keep_short: bool = True) -> G
     reached through several paths) is one shared node; inlined into an automaton it is copied
     at every use, and nesting multiplies the copies. As a rule it is built once and called.
     With ``keep_short``, short ones stay inline (see :data:`SHORT_BYTES`), except as the item
-    of a long counted repetition (see :data:`MAX_INLINE_REPEAT_BYTES`), which calls it. Rules
-    are named ``_shared<k>`` in order of first use (deterministic).
+    of a long counted repetition (see :data:`MAX_INLINE_REPEAT_BYTES`), which calls it. The
+    grammar's lexemes stay whole (a lexeme may become a rule as a whole): a word split into
+    shared rules puts calls, and stack walks, in the middle of it, and copying a lexeme
+    copies no sharing that nests. Rules are named ``_shared<k>`` in order of first use
+    (deterministic).
     """
     uses: dict[Expr, int] = {}
     order: list[Expr] = []
@@ -187,8 +190,9 @@ def outline_shared(g: Grammar, min_size: int = 64, keep_short: bool = True) -> G
         sizes[e] = 1 + sum(count(c) for c in e.children())
         return sizes[e]
 
+    lexemes = g.lexemes
     for body in g.rules.values():
-        for node in walk(body):
+        for node in walk(body, stop=lexemes):
             for child in node.children():
                 if child not in uses:
                     order.append(child)
@@ -213,16 +217,17 @@ def outline_shared(g: Grammar, min_size: int = 64, keep_short: bool = True) -> G
             return Ref(names[e])
         if long_counted(e):
             return repeat(Ref(names[e.item]), e.min, e.max)
-        return None
+        return e if e in lexemes else None  # a lexeme stays whole
 
     rules = {n: rewrite(b, swap) for n, b in g.rules.items()}
     for e, name in names.items():
-        rules[name] = rewrite(e, lambda x: None if x is e else swap(x)) if e in called else \
+        rules[name] = e if e in lexemes else \
+            rewrite(e, lambda x: None if x is e else swap(x)) if e in called else \
             repeat(Ref(names[e.item]), e.min, e.max) if long_counted(e) else \
             seq(*(rewrite(c, swap) for c in e.children())) if isinstance(e, Seq) else \
             alt(*(rewrite(c, swap) for c in e.children())) if isinstance(e, Alt) else \
             repeat(rewrite(e.item, swap), e.min, e.max)
-    return Grammar(rules, g.start)
+    return Grammar(rules, g.start, g.lexemes)
 
 
 def _longest(e: Expr, memo: dict) -> int | None:

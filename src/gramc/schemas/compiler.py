@@ -80,6 +80,7 @@ class SchemaCompiler(CombinatorMixin, ObjectMixin, ArrayMixin):
         self.restrictions: list[Restriction] = []
         self.notes: list[str] = []
         self.rules: dict[str, Expr] = {}
+        self.lexemes: set[Expr] = set()  # see Grammar.lexemes
         self._checker: ValueChecker | None = None
         self._keywords: dict[Atom, Any] = {}
         self._flat: dict[frozenset, Flat] = {}
@@ -109,7 +110,7 @@ class SchemaCompiler(CombinatorMixin, ObjectMixin, ArrayMixin):
                         reached.add(node.name)
                         todo.append(node.name)
             rules = {n: b for n, b in rules.items() if n in reached or n not in made}
-        return Grammar(rules, "root")
+        return Grammar(rules, "root", self.lexemes)
 
     # ------------------------------------------------------------ reporting
 

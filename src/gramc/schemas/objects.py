@@ -270,26 +270,28 @@ class ObjectMixin:
             if value is NOTHING:
                 continue
             key = self._region_key(view, names_lang, key_parts)
-            if not is_empty(key):
+            if key is not None:
                 out.append(self.ws.member(key, value))
         return alt(*out) if out else None
 
-    def _region_key(self, view: ObjectView, names_lang: Expr | None, key_parts) -> Expr:
+    def _region_key(self, view: ObjectView, names_lang: Expr | None, key_parts) -> Expr | None:
         """The names of one region: intersected with its patterns and ``propertyNames``,
         less the other patterns and the declared names (products only where needed: they
-        are exact but their expressions can be deep)."""
+        are exact but their expressions can be deep); None when there are none."""
         key = names_lang
         for lang in key_parts[0]:
             key = lang if key is None else intersection(key, lang)
         if key_parts[1]:
             key = difference(self.any_string() if key is None else key, alt(*key_parts[1]))
-        if key is None:  # any name but the declared ones: built as their trie
-            return json_string_excluding(view.names)
+        if key is None:  # any name but the declared ones: built as their trie, kept whole
+            key = json_string_excluding(view.names)
+            self.lexemes.add(key)
+            return key
         inside = [n for n in view.names if matches(key, json.dumps(n).encode())]
         if inside:
             spellings = alt(*(string_literal_ir(n, all_spellings=True) for n in inside))
             key = difference(key, spellings)
-        return key
+        return None if is_empty(key) else key
 
     def _regions(self, view: ObjectView):
         """[(region, (languages to intersect, languages to subtract))] or None."""

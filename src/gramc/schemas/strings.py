@@ -143,31 +143,38 @@ JSON_CHAR = json_codepoint_set_to_ir(ALL_CODEPOINTS)
 def json_string_excluding(names: Iterable[str]) -> Expr:
     """Every JSON string literal (quotes included) whose decoded value is none of ``names``.
 
-    The language of ``difference(any string, every spelling of the names)``, built as the
-    trie of the names: after each prefix comes the closing quote (unless the prefix is a
-    name), the next character of a name in any spelling (down the trie), or any other
-    character and then any string. The tree grows with the names' total length and reads
-    like the trie it is. The product automaton of the difference, turned back into IR by
-    state elimination, repeats prefixes in every branch; kept as rules (the PDA path), those
-    repeats became hundreds of shared parts, strings of calls one character each.
+    The language of ``difference(any string, every spelling of the names)``, built on the
+    trie of the names instead of as a product automaton. A string that is not a name either
+    leaves the trie (after some prefix comes a character no name continues with there, then
+    any string) or ends early, on a prefix that is not a name. Characters of no name leave
+    from every prefix alike, so they are written once, after "any prefix"; the name
+    characters that a prefix does not continue with are written per trie node. The parts are
+    tries without loops and one loop for the rest, so the expression grows with the names'
+    total length, and its NFA stays small: the product turned back into IR by state
+    elimination repeated prefixes in every branch, and a trie with "any other character,
+    then any string" at each node copied the string loop and the full character class there.
 
     Names with a lone surrogate are dropped: no string of this language decodes to one.
 
     >>> from gramc.schemas.langops import matches
     >>> key = json_string_excluding(["ab"])
-    >>> [matches(key, t) for t in (b'"ab"', b'"a\\u0062"', b'"a"', b'"abc"', b'"b"', b'""')]
+    >>> [matches(key, t) for t in (b'"ab"', b'"a\\\\u0062"', b'"a"', b'"abc"', b'"b"', b'""')]
     [False, False, True, True, True, True]
     """
     end = -1  # the trie key marking a whole name
     trie: dict = {}
+    alphabet: set[int] = set()
     for name in names:
         if not any(0xD800 <= ord(c) <= 0xDFFF for c in name):
             node = trie
             for c in name:
                 node = node.setdefault(ord(c), {})
+                alphabet.add(ord(c))
             node[end] = {}
-    rest = seq(repeat(JSON_CHAR, 0, None), QUOTE)
-    built: dict[int, Expr] = {}
+    letters = CodepointSet.of(*alphabet)
+    prefix: dict[int, Expr] = {}  # by trie node: the rest of any prefix through it
+    leave: dict[int, Expr] = {}  # ... then a name character that does not go on from there
+    early: dict[int, Expr] = {}  # ... that is not a name
     stack = [(trie, False)]
     while stack:  # post-order without recursion: a name may be long
         node, ready = stack.pop()
@@ -176,12 +183,16 @@ def json_string_excluding(names: Iterable[str]) -> Expr:
             stack.append((node, True))
             stack.extend((node[cp], False) for cp in kids)
             continue
-        options = [] if end in node else [QUOTE]
-        options += [seq(json_codepoint_set_to_ir(CodepointSet.of(cp)), built[id(node[cp])]) for cp in kids]
-        others = ALL_CODEPOINTS.difference(CodepointSet.of(*kids))
-        options.append(seq(json_codepoint_set_to_ir(others), rest))
-        built[id(node)] = alt(*options)
-    return seq(QUOTE, built[id(trie)])
+        down = [(json_codepoint_set_to_ir(CodepointSet.of(cp)), id(node[cp])) for cp in kids]
+        prefix[id(node)] = alt(EMPTY, *(seq(c, prefix[k]) for c, k in down))
+        leave[id(node)] = alt(json_codepoint_set_to_ir(letters.difference(CodepointSet.of(*kids))),
+                              *(seq(c, leave[k]) for c, k in down))
+        early[id(node)] = alt(*([] if end in node else [EMPTY]), *(seq(c, early[k]) for c, k in down))
+    root = id(trie)
+    others = json_codepoint_set_to_ir(ALL_CODEPOINTS.difference(letters))
+    left = alt(seq(prefix[root], others), leave[root])
+    # An alternation at the top: a lexeme stays one node inside the member's sequence.
+    return alt(seq(QUOTE, left, repeat(JSON_CHAR, 0, None), QUOTE), seq(QUOTE, early[root], QUOTE))
 
 
 # ---------------------------------------------------------------- letters
