@@ -206,6 +206,30 @@ def test_the_fallback_pda_outlines_short_parts_when_inlining_them_blows_up(monke
     assert tried[1][0] > tried[0][0]  # the second try keeps the shared parts as rules
 
 
+def test_grammars_past_the_inline_bound_keep_their_rules(monkeypatch):
+    """The whole grammar is inlined only while its NFA is within
+    ``max_nfa_states // INLINE_NFA_FRACTION``; past that, its rules are kept."""
+    from gramc.compiler import pipeline
+    from gramc.compiler.nfa import thompson_size
+    from gramc.compiler.passes import optimize
+    from gramc.limits import Limits
+
+    item = alt(literal(b"ab"), literal(b"cd"), seq(literal(b"["), Ref("root"), literal(b"]")))
+    g = Grammar({"root": seq(Ref("item"), repeat(seq(literal(b","), Ref("item")), 0, None)), "item": item}, "root")
+    size = thompson_size(optimize(g))
+    collapsed = []
+    real = pipeline.build_pda
+    monkeypatch.setattr(pipeline, "build_pda", lambda grammar, within, collapse=True:
+                        collapsed.append(collapse) or real(grammar, within, collapse=collapse))
+    tables = {}
+    for factor in (2, 1 / 2):  # the bound twice the NFA, then half of it
+        limits = Limits(max_nfa_states=int(size * pipeline.INLINE_NFA_FRACTION * factor))
+        kind, tables[factor] = pipeline.build_automaton(g, limits)
+        assert kind == "pda"
+    assert collapsed == [True, False]
+    assert tables[2].n_rules < tables[1 / 2].n_rules
+
+
 def test_lexemes_stay_whole_and_survive_the_passes():
     """A lexeme (a key that is none of the declared names) is never split into shared
     rules, even where its parts are shared outside it, which are still outlined there; the
