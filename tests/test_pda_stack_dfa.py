@@ -247,6 +247,17 @@ def test_loops_are_the_strongly_connected_plain_nodes(graph):
                 assert (comp[a] == comp[b]) == bool(reach[a, b] and reach[b, a])
 
 
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(0, 40), max_size=300))
+def test_distinct_exit_nodes_are_np_unique_with_inverse(values):
+    from gramc.runtime.pda_slices import _distinct
+
+    array = np.array(values, dtype=np.int64)
+    nodes, at = _distinct(array)
+    expected, inverse = np.unique(array, return_inverse=True)
+    assert nodes.tolist() == expected.tolist() and at.tolist() == inverse.tolist()
+
+
 @settings(max_examples=300, deadline=None)
 @given(st.integers(2, 9).flatmap(lambda n: st.tuples(
     st.lists(st.lists(st.integers(0, n - 1), min_size=3, max_size=3), min_size=n, max_size=n),

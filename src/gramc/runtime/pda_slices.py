@@ -132,13 +132,12 @@ class NodeSlices:
 
     def _make(self, node: int) -> Slice | None:
         row = self._succ[node]
-        if self._first_share[self._exit[row] & (row != DEAD)].sum() > MAX_FIRST_EXIT_SHARE:
-            return None
         # The loops the node is in or enters on its first byte (a string body, and the
         # node before its first character): their tokens are shared by shape.
-        comps = {c for c in self._comp[row].tolist() if c >= 0}
-        if self._comp[node] >= 0:
-            comps.add(int(self._comp[node]))
+        exit_share, loops = _first_step(row, self._exit, self._first_share, self._comp, node)
+        if exit_share > MAX_FIRST_EXIT_SHARE:
+            return None
+        comps = set(loops.tolist())
         if comps and sum(self._loop_size(c) for c in comps) <= MAX_LOOP_NODES:
             if self._comp[node] < 0:
                 found = self._entry_slice(node, row)
@@ -269,6 +268,29 @@ def _distinct(values):
             n += 1
         at[i] = n - 1
     return out[:n], at
+
+
+@numba.njit(cache=True, nogil=True)
+def _first_step(row, exit_, first_share, comp, node):
+    """For a node's transitions ``row`` (per byte class): the share of the tokens whose
+    first byte leaves the plain nodes, and the loops (ids of ``comp``) the node is in or
+    enters on its first byte."""
+    share = 0.0
+    loops = np.empty(len(row) + 1, np.int64)
+    n = 0
+    if comp[node] >= 0:
+        loops[0] = comp[node]
+        n = 1
+    for c in range(len(row)):
+        t = row[c]
+        if t == DEAD:
+            continue
+        if exit_[t]:
+            share += first_share[c]
+        if comp[t] >= 0:
+            loops[n] = comp[t]
+            n += 1
+    return share, loops[:n]
 
 
 @numba.njit(cache=True, nogil=True)
