@@ -177,28 +177,22 @@ class NodeSlices:
         base = self.slice_for(like)
         if base is None:
             return None
-        differ = (target != self._succ[like][self._byte_class]) & (self._first_hi > self._first_lo)
-        if not differ.any():
-            return base
-        lo, hi = self._first_lo[differ], self._first_hi[differ]
-        agree = ~differ & (target != DEAD) & (self._first_hi > self._first_lo)
-        if self._first_count[agree].sum() < self._first_count[differ].sum():
+        copy, lo, hi, exits, rows = _entry_plan(target, self._succ[like][self._byte_class], self._first_lo,
+                                                self._first_hi, self._first_count, base.exits,
+                                                self.trie.blob, self.trie.offsets)
+        if not len(lo) and not copy:
+            return base  # no first byte differs
+        if copy:
             # Few tokens start with a byte both read the same way (a node that reads one
             # byte of a loop's many): copy those rather than clear the rest.
             words = np.zeros_like(base.words)
-            _copy_ranges(words, base.words, self.trie.sorted_ids, self._first_lo[agree], self._first_hi[agree])
+            _copy_ranges(words, base.words, self.trie.sorted_ids, lo, hi)
         else:
             words = base.words.copy()
             _clear_ranges(words, self.trie.sorted_ids, lo, hi)
-        first = self.trie.blob[self.trie.offsets[base.exits[:, 0]]]
-        exits = base.exits[~differ[first]]
         # The tokens starting with the differing bytes, walked from depth 1 (a byte that enters
         # a node that is not plain is an exit there: the walk records it as a hit).
-        rows = np.empty((len(lo), 4), dtype=np.int64)
-        rows[:, 0], rows[:, 1], rows[:, 2], rows[:, 3] = lo, hi, 1, target[differ]
-        rows = rows[rows[:, 3] != DEAD]
-        walked_words, walked_exits = self._walk_rows(self._plain, self._exit, rows)
-        words |= walked_words
+        walked_exits = self._walk_rows(self._plain, self._exit, rows, into=words)
         words.flags.writeable = False
         return _slice(words, np.concatenate([exits, walked_exits]))
 
@@ -224,15 +218,16 @@ class NodeSlices:
               cls: np.ndarray | None = None) -> Slice:
         """Every token walked from ``start`` through ``trans``, whose marked states are exits."""
         every = np.array([[0, len(self.trie.sorted_ids), 0, start]])
-        words, exits = self._walk_rows(trans, marker, every, cls)
+        words = np.zeros(self._n_words, dtype=np.uint32)
+        exits = self._walk_rows(trans, marker, every, words, cls)
         words.flags.writeable = False
         return _slice(words, exits)
 
-    def _walk_rows(self, trans: np.ndarray, marker: np.ndarray, rows: np.ndarray,
-                   cls: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    def _walk_rows(self, trans: np.ndarray, marker: np.ndarray, rows: np.ndarray, into: np.ndarray,
+                   cls: np.ndarray | None = None) -> np.ndarray:
         """The tokens of the disjoint ranges ``rows`` (see :func:`walk`) walked through
-        ``trans`` (columns: ``cls``, the table's byte classes by default): the packed row of
-        those read alive, and the exits (hits) met."""
+        ``trans`` (columns: ``cls``, the table's byte classes by default): those read alive
+        are set in the packed row ``into``; returns the exits (hits) met."""
         trie, buf = self.trie, self._buffers
         buf.ranges[: len(rows)] = rows
         cls = self._byte_class if cls is None else cls
@@ -240,9 +235,8 @@ class NodeSlices:
                             trie.skip, trie.max_len, buf.ranges, len(rows), marker, True,
                             buf.pos, buf.next, 0, buf.hits, buf.pending, buf.missing)
         # A token ending on an exit byte is alive too: the node it enters is a real node.
-        words = np.zeros(self._n_words, dtype=np.uint32)
-        set_walked(words, trie.sorted_ids, buf.pos, ne)
-        return words, buf.hits[:nh].copy()
+        set_walked(into, trie.sorted_ids, buf.pos, ne)
+        return buf.hits[:nh].copy()
 
 
 @numba.njit(cache=True, nogil=True)
@@ -291,6 +285,52 @@ def _first_step(row, exit_, first_share, comp, node):
             loops[n] = comp[t]
             n += 1
     return share, loops[:n]
+
+
+@numba.njit(cache=True, nogil=True)
+def _entry_plan(target, like, first_lo, first_hi, first_count, base_exits, blob, offsets):
+    """How an entry node's slice is made from the slice of the loop node it enters
+    (``target`` and ``like``: their next node per first byte). Returns (copy, lo, hi, exits,
+    rows): ``copy`` says whether the base tokens to keep, those of the first bytes both
+    read the same live way, are fewer than the others, and so are copied rather than the
+    others cleared; ``lo..hi`` are the sorted-position ranges to copy or clear (empty, with
+    ``copy`` False, when no first byte differs); ``exits`` are the base exits under first
+    bytes that do not differ; ``rows`` are the walk rows (lo, hi, depth 1, node) of the
+    differing first bytes that the entry node reads."""
+    n_differ, n_agree = 0.0, 0.0
+    differ = np.zeros(256, np.bool_)
+    n_rows = 0
+    for b in range(256):
+        if first_hi[b] <= first_lo[b]:
+            continue
+        if target[b] != like[b]:
+            differ[b] = True
+            n_differ += first_count[b]
+            n_rows += target[b] != DEAD
+        elif target[b] != DEAD:
+            n_agree += first_count[b]
+    copy = n_differ > 0 and n_agree < n_differ
+    n_ranges = 0
+    lo = np.empty(256, np.int64)
+    hi = np.empty(256, np.int64)
+    if n_differ > 0:
+        for b in range(256):
+            if first_hi[b] > first_lo[b] and (differ[b] if not copy else not differ[b] and target[b] != DEAD):
+                lo[n_ranges], hi[n_ranges] = first_lo[b], first_hi[b]
+                n_ranges += 1
+    exits = np.empty_like(base_exits)
+    kept = 0
+    for i in range(len(base_exits)):
+        if not differ[blob[offsets[base_exits[i, 0]]]]:
+            exits[kept] = base_exits[i]
+            kept += 1
+    rows = np.empty((n_rows, 4), np.int64)
+    r = 0
+    for b in range(256):
+        if differ[b] and target[b] != DEAD:
+            rows[r, 0], rows[r, 1], rows[r, 2], rows[r, 3] = first_lo[b], first_hi[b], 1, target[b]
+            r += 1
+    return copy, lo[:n_ranges], hi[:n_ranges], exits[:kept], rows
 
 
 @numba.njit(cache=True, nogil=True)
