@@ -22,6 +22,7 @@ True
 from __future__ import annotations
 
 import weakref
+from functools import lru_cache
 from collections.abc import Collection, Iterable, Mapping
 from typing import Any, ClassVar
 
@@ -382,6 +383,7 @@ def _byte_text(b: int, special: frozenset[int]) -> str:
     return f"\\x{b:02x}"
 
 
+@lru_cache(maxsize=4096)  # a JSON grammar writes the same few classes thousands of times
 def _format_class(mask: int) -> str:
     negate = bin(mask).count("1") > 128
     if negate:
