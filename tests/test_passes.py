@@ -207,8 +207,9 @@ def test_the_fallback_pda_outlines_short_parts_when_inlining_them_blows_up(monke
 
 
 def test_grammars_past_the_inline_bound_keep_their_rules(monkeypatch):
-    """The whole grammar is inlined only while its NFA is within
-    ``max_nfa_states // INLINE_NFA_FRACTION``; past that, its rules are kept."""
+    """A recursive grammar is inlined only while its NFA is within
+    ``max_nfa_states // INLINE_NFA_FRACTION_RECURSIVE``; past that, its rules are kept. A
+    regular grammar of the same size still becomes one DFA (up to ``INLINE_NFA_FRACTION``)."""
     from gramc.compiler import pipeline
     from gramc.compiler.nfa import thompson_size
     from gramc.compiler.passes import optimize
@@ -223,11 +224,14 @@ def test_grammars_past_the_inline_bound_keep_their_rules(monkeypatch):
                         collapsed.append(collapse) or real(grammar, within, collapse=collapse))
     tables = {}
     for factor in (2, 1 / 2):  # the bound twice the NFA, then half of it
-        limits = Limits(max_nfa_states=int(size * pipeline.INLINE_NFA_FRACTION * factor))
+        limits = Limits(max_nfa_states=int(size * pipeline.INLINE_NFA_FRACTION_RECURSIVE * factor))
         kind, tables[factor] = pipeline.build_automaton(g, limits)
         assert kind == "pda"
     assert collapsed == [True, False]
     assert tables[2].n_rules < tables[1 / 2].n_rules
+    regular = Grammar.single(repeat(alt(literal(b"ab"), literal(b"cd")), 0, 40))
+    limits = Limits(max_nfa_states=thompson_size(regular) * pipeline.INLINE_NFA_FRACTION_RECURSIVE // 2)
+    assert pipeline.build_automaton(regular, limits)[0] == "dfa"
 
 
 def test_lexemes_stay_whole_and_survive_the_passes():

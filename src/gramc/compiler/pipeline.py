@@ -76,14 +76,17 @@ def lower(source: str, format: str, options: CompileOptions = CompileOptions(),
     return frontend(source, options.to_meta(), source_name)
 
 
-#: The whole grammar is inlined (one DFA, or a PDA of the recursive rules) only while its
-#: Thompson NFA has at most ``max_nfa_states // INLINE_NFA_FRACTION`` states (15,625 by
-#: default); larger ones keep their rules. Above that, the subset construction of the
-#: inlined grammar took seconds (1.6 s for a three-property object whose members can come in
-#: any order) and gave larger automata whose masks were no faster: on the 49 MaskBench
-#: schemas between 15,625 and 250,000 (the former bound), keeping the rules took the summed
-#: compile time from 43.5 to 7.0 s and the masks over 278 us from 369 to 258.
-INLINE_NFA_FRACTION = 128
+#: The whole grammar is inlined only while its Thompson NFA has at most
+#: ``max_nfa_states // INLINE_NFA_FRACTION`` states (250,000 by default): a regular grammar
+#: then becomes one DFA. Larger ones keep their rules.
+INLINE_NFA_FRACTION = 8
+#: ... and a recursive grammar (a PDA either way) only while it has at most
+#: ``max_nfa_states // INLINE_NFA_FRACTION_RECURSIVE`` (15,625). Above that, the subset
+#: construction of the inlined grammar took seconds (1.6 s for a three-property object whose
+#: members can come in any order) and gave larger automata whose masks were no faster: on the
+#: 44 recursive MaskBench schemas between 15,625 and 250,000, keeping the rules took the
+#: summed compile time from 39.7 to 6.7 s and the masks over 278 us from 340 to 239.
+INLINE_NFA_FRACTION_RECURSIVE = 128
 
 
 def build_automaton(grammar: Grammar, limits: Limits = DEFAULT_LIMITS) -> tuple[str, DFATable | PDATable]:
@@ -96,11 +99,13 @@ def build_automaton(grammar: Grammar, limits: Limits = DEFAULT_LIMITS) -> tuple[
     """
     try:
         optimized = optimize(grammar)
-        if thompson_size(optimized) > limits.max_nfa_states // INLINE_NFA_FRACTION:
+        recursive = optimized.is_recursive()
+        fraction = INLINE_NFA_FRACTION_RECURSIVE if recursive else INLINE_NFA_FRACTION
+        if thompson_size(optimized) > limits.max_nfa_states // fraction:
             # Inlining multiplies shared rules (a list body writes its element twice, so
             # every level of nesting doubles): keep the rules instead of trying.
             raise LimitExceededError("max_nfa_states", thompson_size(optimized), limits.max_nfa_states)
-        if optimized.is_recursive():
+        if recursive:
             return "pda", build_pda(optimized, limits)
         return "dfa", build_dfa(optimized, limits)
     except LimitExceededError as err:
