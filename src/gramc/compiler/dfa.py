@@ -39,6 +39,10 @@ def byte_classes(masks: set[int]) -> np.ndarray:
     return order[ids].astype(np.uint8)
 
 
+#: Closures kept by target set during one subset construction (a bound on its memory).
+MAX_CACHED_CLOSURES = 100_000
+
+
 def _subset_construction(nfa: NFA, classes: np.ndarray, token_ids: list[int], n_calls: int,
                          limits: Limits, deadline: Deadline):
     """Reachable subsets of the NFA as a dense table.
@@ -59,6 +63,9 @@ def _subset_construction(nfa: NFA, classes: np.ndarray, token_ids: list[int], n_
     rows: list[dict[int, int]] = [{}, {}]
     accepting = [False, nfa.accept in start]
     work = deque([start])
+    # Closures by target set: the classes of one byte set move alike, and many subsets move
+    # to the same NFA states.
+    closed: dict[frozenset, frozenset] = {}
     while work:
         subset = work.popleft()
         row = rows[index[subset]]
@@ -72,7 +79,12 @@ def _subset_construction(nfa: NFA, classes: np.ndarray, token_ids: list[int], n_
             elif nfa.call[s] >= 0:
                 moves.setdefault(call_base + nfa.call[s], set()).add(nfa.nxt[s])
         for col, targets in moves.items():
-            target = nfa.closure(targets)
+            key = frozenset(targets)
+            target = closed.get(key)
+            if target is None:
+                if len(closed) >= MAX_CACHED_CLOSURES:
+                    closed.clear()
+                target = closed[key] = nfa.closure(key)
             if target not in index:
                 index[target] = len(subsets)
                 subsets.append(target)
