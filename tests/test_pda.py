@@ -56,6 +56,12 @@ GRAMMARS = {
         "a": alt(EMPTY, seq(literal(b"x"), Ref("b"))),
         "b": alt(EMPTY, seq(literal(b"y"), Ref("a"))),
     }, "root"),
+    # A counted repetition longer than the vocabulary's longest token: its far positions
+    # share one horizon class (see gramc.runtime.pda_horizon), its last ones do not.
+    "counted": Grammar({
+        "root": alt(seq(literal(b"["), repeat(alt(literal(b"a"), literal(b"bb")), 0, 12), literal(b"]")),
+                    seq(literal(b"("), Ref("root"), literal(b")"))),
+    }, "root"),
     "special_tokens": Grammar({
         "root": seq(Token(0), Ref("body"), Token(1)),
         "body": alt(EMPTY, seq(literal(b"<"), Ref("body"), literal(b">"))),
@@ -65,7 +71,7 @@ GRAMMARS = {
 BASE_TOKENS = [b"(", b")", b"()", b"((", b"))", b")(", b"1", b"2", b"12", b"+", b"+1", b"*", b"-", b"(1",
                b"1)", b"{", b"}", b'{"', b'"', b'"a', b"a", b"b", b'":', b":", b" ", b", ", b",", b"[", b"]",
                b"[]", b"{}", b"true", b"tr", b"0", b"x", b"y", b"z", b"xy", b"yz", b"<", b">", b"<>", b"><",
-               b"]}", b"}]", b"},", b"],", b'"}', b'"]']
+               b"]}", b"}]", b"},", b"],", b'"}', b'"]', b"aa", b"ab", b"bba", b"abba", b"a]", b"[a"]
 
 
 def make_vocab(extra: list[bytes] = ()) -> gramc.Vocab:

@@ -22,6 +22,7 @@ from gramc.automata.pda_table import PDATable
 from gramc.automata.trie import TokenTrie
 from gramc.runtime.bitmask import n_words, set_bits, unpack_row
 from gramc.runtime.earley import ChartSet, EarleyParser
+from gramc.runtime.pda_horizon import Horizon
 from gramc.runtime.pda_stack_dfa import StackDFA, TooLarge
 
 #: Longest forced byte string followed by ``forced_tokens`` (a guard, not a semantic limit).
@@ -72,6 +73,8 @@ class PDATokenTable:
         self._masks: dict[tuple[int, int], np.ndarray] = {}
         self._by_bytes: dict[bytes, int] | None = None
         self._stack: StackDFA | None = None
+        self._horizon: Horizon | None = None
+        self._walks: dict[int, np.ndarray] = {}  # by canonical key: see _walked
         self._special_ids = np.array(sorted(self.special), dtype=np.int64)
 
     @property
@@ -173,17 +176,31 @@ class PDATokenTable:
 
     def _walked(self, chart: Sequence[ChartSet], key: int) -> np.ndarray | None:
         """The mask of a lazy table's configuration from the stack DFA alone: every token
-        walked from the configuration's state (None where the stack DFA cannot be used)."""
+        walked from the configuration's state (None where the stack DFA cannot be used). The
+        walk is memoised by the canonical key (:mod:`gramc.runtime.pda_horizon`), so
+        configurations no token can tell apart are walked once."""
         stack = self._stack_dfa()
         if not stack.usable:
             return None
-        out = np.zeros(self.n_words, np.uint32)
-        try:
-            stack.allowed(key, self._trie, out)
-        except TooLarge:
-            return None
-        set_bits(out, [t for t in self.table.token_ids.tolist() if self.parser.scan_token(chart, t) is not None])
-        if self.eos_ids and self.parser.is_complete(chart[-1]):
+        if self._horizon is None:
+            self._horizon = Horizon(self.table, self.parser, self._trie.max_len)
+        canonical = self._horizon.key(key)
+        walked = self._walks.get(canonical)
+        if walked is None:
+            walked = np.zeros(self.n_words, np.uint32)
+            try:
+                stack.allowed(canonical, self._trie, walked)
+            except TooLarge:
+                return None
+            walked.flags.writeable = False
+            self._walks[canonical] = walked
+        specials = [t for t in self.table.token_ids.tolist() if self.parser.scan_token(chart, t) is not None]
+        complete = self.eos_ids and self.parser.is_complete(chart[-1])
+        if not specials and not complete:
+            return walked
+        out = walked.copy()
+        set_bits(out, specials)
+        if complete:
             set_bits(out, self.eos_ids)
         return out
 
