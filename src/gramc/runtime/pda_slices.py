@@ -31,8 +31,6 @@ its own shape would differ from node to node in those few bytes, and cost a whol
 from __future__ import annotations
 
 import weakref
-from dataclasses import dataclass
-
 import numba
 import numpy as np
 
@@ -59,7 +57,6 @@ _EVERY_BYTE = np.arange(256, dtype=np.int64)
 MAX_SLICED_NODES = 4096
 
 
-@dataclass(frozen=True, eq=False)
 class Slice:
     """The tokens of one node: ``words`` (packed) are read alive whatever the stack. Each row
     of ``exits`` (lo, hi, depth, node) says that the tokens at sorted positions ``lo..hi``
@@ -67,19 +64,21 @@ class Slice:
     of the loop): from there they must be walked on the real stack (the tokens ending right
     there are in ``words`` too). ``exit_nodes`` are the distinct nodes of ``exits``,
     ``exit_at`` the index of each row's node among them, and ``exit_tokens`` the number of
-    tokens under the exits."""
+    tokens under the exits. Read-only by convention (a plain class: one is made per node
+    met, and a frozen dataclass costs several times more to make)."""
 
-    words: np.ndarray
-    exits: np.ndarray
-    exit_nodes: list[int]
-    exit_at: np.ndarray
-    exit_tokens: int
+    __slots__ = ("words", "exits", "exit_nodes", "exit_at", "exit_tokens")
+
+    def __init__(self, words: np.ndarray, exits: np.ndarray, exit_nodes: list[int], exit_at: np.ndarray,
+                 exit_tokens: int):
+        self.words, self.exits, self.exit_nodes = words, exits, exit_nodes
+        self.exit_at, self.exit_tokens = exit_at, exit_tokens
 
 
 def _slice(words: np.ndarray, exits: np.ndarray) -> Slice:
     """The :class:`Slice` of ``words`` and ``exits``, with the exits' nodes gathered once."""
-    nodes, at = _distinct(exits[:, 3])
-    return Slice(words, exits, nodes.tolist(), at, int((exits[:, 1] - exits[:, 0]).sum()))
+    nodes, at, n_tokens = _exit_summary(exits)
+    return Slice(words, exits, nodes.tolist(), at, n_tokens)
 
 
 class NodeSlices:
@@ -216,10 +215,13 @@ class NodeSlices:
 
     def _walk(self, trans: np.ndarray, marker: np.ndarray, start: int,
               cls: np.ndarray | None = None) -> Slice:
-        """Every token walked from ``start`` through ``trans``, whose marked states are exits."""
-        every = np.array([[0, len(self.trie.sorted_ids), 0, start]])
+        """Every token walked from ``start`` through ``trans``, whose marked states are exits.
+        The walk starts past the first byte, at the tokens of each first byte ``start``
+        reads: a node reading few first bytes does not scan the other 250 first bytes."""
+        cls = self._byte_class if cls is None else cls
+        rows = _first_rows(trans[start][cls], self._first_lo, self._first_hi)
         words = np.zeros(self._n_words, dtype=np.uint32)
-        exits = self._walk_rows(trans, marker, every, words, cls)
+        exits = self._walk_rows(trans, marker, rows, words, cls)
         words.flags.writeable = False
         return _slice(words, exits)
 
@@ -246,6 +248,14 @@ def _clear_ranges(words, sorted_ids, lo, hi):
         for p in range(lo[i], hi[i]):
             t = sorted_ids[p]
             words[t >> 5] &= ~(np.uint32(1) << np.uint32(t & 31))
+
+
+@numba.njit(cache=True, nogil=True)
+def _exit_summary(exits):
+    """The distinct exit nodes of ``exits`` with each row's index among them (see
+    :func:`_distinct`), and the number of tokens under the rows."""
+    nodes, at = _distinct(exits[:, 3])
+    return nodes, at, np.int64((exits[:, 1] - exits[:, 0]).sum())
 
 
 @numba.njit(cache=True, nogil=True)
@@ -334,21 +344,41 @@ def _entry_plan(target, like, first_lo, first_hi, first_count, base_exits, blob,
 
 
 @numba.njit(cache=True, nogil=True)
+def _first_rows(target, first_lo, first_hi):
+    """The walk rows (lo, hi, depth 1, node) of the first bytes some token starts with that
+    lead somewhere (``target``: the next node per first byte)."""
+    rows = np.empty((256, 4), np.int64)
+    n = 0
+    for b in range(256):
+        if target[b] != DEAD and first_hi[b] > first_lo[b]:
+            rows[n, 0], rows[n, 1], rows[n, 2], rows[n, 3] = first_lo[b], first_hi[b], 1, target[b]
+            n += 1
+    return rows[:n]
+
+
+@numba.njit(cache=True, nogil=True)
 def _heaviest_entered(target, comp, count):
     """Of the loop nodes that ``target`` (a node per first byte) enters, the one entered by
     the most tokens (``count`` per first byte); the caller knows there is one."""
-    order = np.argsort(target)
-    best, best_weight = -1, -1.0
-    i = 0
-    while i < len(order):
-        node = target[order[i]]
-        weight = 0.0
-        while i < len(order) and target[order[i]] == node:
-            weight += count[order[i]]
-            i += 1
-        if node != DEAD and comp[node] >= 0 and weight > best_weight:
-            best, best_weight = node, weight
-    return best
+    nodes = np.empty(256, np.int64)
+    weights = np.zeros(256, np.float64)
+    n = 0
+    for b in range(256):  # a node reads few distinct targets: a linear search is cheapest
+        node = target[b]
+        if node == DEAD or comp[node] < 0:
+            continue
+        j = 0
+        while j < n and nodes[j] != node:
+            j += 1
+        if j == n:
+            nodes[n] = node
+            n += 1
+        weights[j] += count[b]
+    best = 0
+    for j in range(1, n):
+        if weights[j] > weights[best] or weights[j] == weights[best] and nodes[j] < nodes[best]:
+            best = j
+    return nodes[best]
 
 
 @numba.njit(cache=True, nogil=True)
