@@ -234,7 +234,10 @@ class StackDFA:
         """Fill the transition of state ``s`` on byte class ``c``."""
         nxt = self._byte_next
         seeds = [(t, k) for n, k in self._states[s] if (t := nxt[n][c]) != DEAD]
-        self._trans[s, c] = self._state(self._close(seeds)) if seeds else DEAD
+        if len(seeds) == 1:  # most steps: one configuration, whose closure is memoised
+            self._trans[s, c] = self._entry(*seeds[0])
+        else:
+            self._trans[s, c] = self._state(self._close(seeds)) if seeds else DEAD
 
     def _close(self, seeds: list[tuple[int, int]]) -> frozenset:
         """``seeds`` closed under calls and returns."""
