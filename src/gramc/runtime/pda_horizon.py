@@ -29,10 +29,9 @@ from gramc.runtime.earley import TOP, EarleyParser
 
 def horizon_representatives(table: PDATable, depth: int) -> np.ndarray:
     """Per node, the smallest node that agrees with it for ``depth`` steps (see the module)."""
-    calls = table.calls()
-    null = table.nullable()
+    null = np.flatnonzero(table.nullable())
     base = table.accept.astype(np.int64)
-    own = np.array([v for v, c in enumerate(calls) if any(null[r] for r, _ in c)], dtype=np.int64)
+    own = np.flatnonzero((table.delta[:, table.call_base + null] != DEAD).any(axis=1))
     base[own] = 2 + own
     base[DEAD] = 2 + DEAD
     ptr, lo, hi, targets = _entries(table.delta, table.call_base)
@@ -206,5 +205,8 @@ class Horizon:
                 stack.extend(todo)
                 continue
             stack.pop()
-            done[k] = parser.intern(frozenset(w if w is TOP else (rep[w[0]], done[w[1]]) for w in members))
+            if all(w is TOP or rep[w[0]] == w[0] and done[w[1]] == w[1] for w in members):
+                done[k] = k  # already canonical (most keys): no new set to build and intern
+            else:
+                done[k] = parser.intern(frozenset(w if w is TOP else (rep[w[0]], done[w[1]]) for w in members))
         return done[key]
