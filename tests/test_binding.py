@@ -15,7 +15,7 @@ from gramc.automata.bind import bind_state, bind_states, forced_lengths
 from gramc.automata.trie import trie_for
 from gramc.automata.walk import WalkBuffers
 from gramc.compiler.dfa import build_dfa
-from gramc.compiler.ir import Grammar, Token, alt, byte_range, literal, repeat, seq
+from gramc.compiler.ir import Grammar, Token, alt, byte_class, byte_range, literal, repeat, seq
 from gramc.errors import GramcError, VocabularyError
 from gramc.runtime.artifact import Artifact
 from gramc.runtime.bitmask import apply_bitmask, n_words, unpack_row
@@ -77,6 +77,41 @@ def test_lazy_binding_equals_eager(e, tokens, prefixes):
             assert np.array_equal(a.mask(), b.mask())
             assert a.forced_tokens() == b.forced_tokens()
     assert eager.to_bytes() == lazy.to_bytes()
+
+
+@settings(max_examples=100, deadline=None)
+@given(exprs(), small_vocabs())
+def test_lazy_masks_from_node_slices_and_unbound_commits_equal_the_eager_rows(e, tokens):
+    """A lazy table's mask row comes from the state's node slice with its exits walked on
+    (no row bound), and a commit from an unbound state walks the token's bytes: for every
+    state and token, the same as the eager table's row, next state included."""
+    vocab = make_vocab(tokens)
+    # A loop left by "c" into e (its slice has exits), and a special token's column.
+    g = alt(e, seq(Token(len(tokens)), e), seq(repeat(byte_class(b"ab"), 0, None), literal(b"c"), e))
+    eager, lazy = artifact_for(g, vocab), artifact_for(g, vocab, lazy=True)
+    et, lt = eager.token_table, lazy.token_table
+    for q in range(eager.dfa.n_states):
+        assert np.array_equal(lt.words(q), et.words(q)), q
+        assert lt._ids[q] is None  # the mask bound nothing
+        for t in range(vocab.size):
+            assert lt.next_state(q, t) == et.next_state(q, t), (q, t)
+
+
+def test_lazy_masks_of_string_loops_on_gpt2_equal_the_bound_rows():
+    """On a real vocabulary, the states of JSON-like string loops (sliced by their shared
+    shape, exits walked per state) give the rows binding gives."""
+    import gramc
+
+    vocab = gramc.load_vocab("gpt2")
+    art = gramc.compile(r'\{"name":"[^"\\]*","tags":\["[^"\\]*"(,"[^"\\]*")*\],"id":[0-9]{1,5}\}', format="regex",
+                        vocab=vocab, lazy=True)
+    table = art.token_table
+    sliced = {q: table.words(q).copy() for q in range(art.dfa.n_states)}
+    assert all(table._ids[q] is None for q in sliced)
+    assert sum(table._slices.slice_for(q).exit_tokens for q in sliced if table._slices.reads(q)) > 100
+    for q, words in sliced.items():
+        table._bind(q)
+        assert np.array_equal(words, table._word_rows[q]), q
 
 
 @settings(max_examples=100, deadline=None)

@@ -9,6 +9,7 @@ shared prefix reached and skipping (with ``skip``) every token under a dead pref
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -41,6 +42,21 @@ class TokenTrie:
     lcp: np.ndarray
     skip: np.ndarray
     max_len: int
+
+    @cached_property
+    def positions(self) -> np.ndarray:
+        """Each token id's sorted position, -1 for the ids not in the trie (int64 ``[V]``)."""
+        out = np.full(self.vocab_size, -1, dtype=np.int64)
+        out[self.sorted_ids] = np.arange(len(self.sorted_ids))
+        return out
+
+    def token_bytes(self, token: int) -> bytes | None:
+        """The bytes of token id ``token``, or None if it is not in the trie (special, empty)."""
+        p = int(self.positions[token])
+        if p < 0:
+            return None
+        o = int(self.offsets[p])
+        return self.blob[o : o + int(self.lengths[p])].tobytes()
 
     @classmethod
     def from_vocab(cls, vocab: "Vocab") -> "TokenTrie":
