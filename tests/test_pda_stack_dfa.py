@@ -20,7 +20,7 @@ from gramc.automata.pda_table import _has_cycle
 from gramc.runtime import pda_slices, pda_stack_dfa
 from gramc.automata.trie import trie_for
 from gramc.runtime.bitmask import n_words, unpack_row
-from gramc.runtime.pda_slices import NodeSlices, _loop_components, _shape
+from gramc.runtime.pda_slices import NodeSlices, _loop_components, _on_short_cycles, _shape
 from gramc.runtime.pda_stack_dfa import StackDFA
 from paths import shared_path
 
@@ -219,6 +219,25 @@ def test_node_slices_stay_exact_when_dropped_for_memory(gpt2, monkeypatch):
     art = gramc.compile(NAMED_TREE_SCHEMA, format="json_schema", vocab=gpt2)
     assert _walk_and_compare(art, gpt2, 20, 1) > 0
     assert len(kept) > 2 and max(kept) <= 1  # at most 2 kept: dropped before the third
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(1, 9).flatmap(lambda n: st.lists(st.lists(st.integers(0, n - 1), min_size=3, max_size=3),
+                                                    min_size=n, max_size=n)), st.integers(1, 5))
+def test_short_cycle_transitions_are_those_on_a_cycle_that_short(rows, max_cycle):
+    """A transition u -> v is kept exactly when some path leads from v back to u in at most
+    ``max_cycle - 1`` transitions (node 0, DEAD, has no transitions)."""
+    succ = np.array(rows, dtype=np.int32)
+    succ[0] = 0
+    n = len(succ)
+    within = [{u} for u in range(n)]  # within[u]: nodes reaching u in at most d steps
+    for _ in range(max_cycle - 1):
+        within = [within[u] | {a for a in range(n) for b in succ[a] if b and b in within[u]} for u in range(n)]
+    got = _on_short_cycles(succ, max_cycle)
+    for u in range(n):
+        for c in range(succ.shape[1]):
+            v = int(succ[u, c])
+            assert got[u, c] == (v if v and v in within[u] else 0), (u, c)
 
 
 @settings(max_examples=300, deadline=None)

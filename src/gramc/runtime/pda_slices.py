@@ -84,13 +84,18 @@ def _slice(words: np.ndarray, exits: np.ndarray) -> Slice:
 class NodeSlices:
     """The :class:`Slice` of each node of ``table`` against ``trie``, made on first use."""
 
-    def __init__(self, table: PDATable, trie: TokenTrie):
+    def __init__(self, table: PDATable, trie: TokenTrie, short_loops: int | None = None):
+        """``short_loops``: where every node is plain (a DFA's table), its loops would be one
+        strongly connected component of most nodes (a JSON document's structure loops back
+        through every string), too large to share by shape; then only the transitions on
+        cycles of at most this many bytes make loops (a string body's characters and escapes)."""
         self.trie = trie
         self._succ = np.ascontiguousarray(table.delta[:, : table.n_byte_classes], dtype=np.int32)
         calls = table.calls()
         plain = np.array([not c for c in calls], dtype=np.bool_) & ~table.accept.astype(np.bool_)
         plain[DEAD] = False
-        self._comp = _loop_components(self._succ, plain)
+        cyclic = self._succ if short_loops is None else _on_short_cycles(self._succ, short_loops)
+        self._comp = _loop_components(cyclic, plain)
         self._sizes: dict[int, int] = {}
         self._shape_scratch = np.full(len(self._succ), -1, dtype=np.int64)
         # The plain walk: the byte transitions, where entering a node that is not plain is an
@@ -446,6 +451,53 @@ def _shape(succ, comp, loops, node, index):
     for t in outs:
         index[t] = -1
     return local, np.array(outs, dtype=np.int64)
+
+
+@numba.njit(cache=True, nogil=True)
+def _on_short_cycles(succ, max_cycle):
+    """``succ`` with DEAD for every transition that is on no cycle of at most ``max_cycle``
+    transitions (u -> v is kept when v reaches u again within ``max_cycle - 1``)."""
+    n, n_cols = succ.shape
+    count = np.zeros(n + 1, np.int64)  # predecessors, as CSR
+    for u in range(n):
+        for c in range(n_cols):
+            if succ[u, c] != DEAD:
+                count[succ[u, c] + 1] += 1
+    ptr = np.cumsum(count)
+    preds = np.empty(ptr[-1], np.int64)
+    fill = ptr[:-1].copy()
+    for u in range(n):
+        for c in range(n_cols):
+            v = succ[u, c]
+            if v != DEAD:
+                preds[fill[v]] = u
+                fill[v] += 1
+    out = np.full_like(succ, DEAD)
+    seen = np.full(n, -1, np.int64)  # the u whose backward search reached a node
+    frontier = np.empty(n, np.int64)
+    nxt = np.empty(n, np.int64)
+    for u in range(n):
+        seen[u] = u
+        frontier[0] = u
+        size = 1
+        for _ in range(max_cycle - 1):  # the nodes that reach u within max_cycle - 1
+            m = 0
+            for i in range(size):
+                for e in range(ptr[frontier[i]], ptr[frontier[i] + 1]):
+                    w = preds[e]
+                    if seen[w] != u:
+                        seen[w] = u
+                        nxt[m] = w
+                        m += 1
+            frontier[:m] = nxt[:m]
+            size = m
+            if not size:
+                break
+        for c in range(n_cols):
+            v = succ[u, c]
+            if v != DEAD and seen[v] == u:
+                out[u, c] = v
+    return out
 
 
 def _loop_components(succ: np.ndarray, plain: np.ndarray) -> np.ndarray:

@@ -26,6 +26,9 @@ from gramc.runtime.bitmask import n_words, pack_rows, set_bits, unpack_row
 
 #: Bytes of dense next-state rows a table may cache (beyond it, commits binary-search a row).
 DENSE_BUDGET = 256 << 20
+#: A DFA's loops, for sharing node slices, are made of the transitions on cycles of at most
+#: this many bytes: a string body's (an escaped surrogate pair is 12), not the document's.
+SHORT_LOOP_BYTES = 12
 
 
 class TokenTable:
@@ -149,7 +152,7 @@ class TokenTable:
         from gramc.runtime.pda_slices import NodeSlices
 
         if self._slices is None:
-            self._slices = NodeSlices(_without_calls(self.dfa), self._trie)
+            self._slices = NodeSlices(_without_calls(self.dfa), self._trie, short_loops=SHORT_LOOP_BYTES)
             self._walk_buffers = self._walk_buffers or WalkBuffers(len(self._trie.sorted_ids))
         dfa, trie, buf = self.dfa, self._trie, self._walk_buffers
         found = self._slices.slice_for(q) if self._slices.reads(q) else None
