@@ -145,6 +145,9 @@ class EarleyParser:
         """The interned continuation of rule ``r`` entered at position ``j``: what its return
         leads to, recursively. Iterative (nesting may be thousands deep); raises _Cyclic on a
         continuation that contains itself."""
+        known = chart[j].conts.get(r)
+        if known is not None:
+            return known  # most calls: an older set's continuation, interned already
         node_rule = self.node_rule
         on_path: set[tuple[int, int]] = set()
         stack = [(j, r, False)]
