@@ -59,14 +59,20 @@ class PDATable:
         """The column of rule 0's call; rule r's is ``call_base + r``."""
         return int(self.delta.shape[1]) - self.n_rules
 
+    def call_entries(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The live call columns as arrays: (node, rule, return node), by node then rule."""
+        if "call_entries" not in self._derived:
+            nodes, rules = np.nonzero(self.delta[:, self.call_base :] != DEAD)
+            rets = self.delta[nodes, self.call_base + rules]
+            self._derived["call_entries"] = (nodes.astype(np.int64), rules.astype(np.int64), rets.astype(np.int64))
+        return self._derived["call_entries"]
+
     def calls(self) -> list[tuple[tuple[int, int], ...]]:
         """Per node: the (rule, return node) pairs of its live call columns."""
         if "calls" not in self._derived:
-            base = self.call_base
             out = [() for _ in range(self.n_nodes)]
-            nodes, rules = np.nonzero(self.delta[:, base:] != DEAD)
-            for n, r in zip(nodes.tolist(), rules.tolist()):
-                out[n] += ((r, int(self.delta[n, base + r])),)
+            for n, r, ret in zip(*(a.tolist() for a in self.call_entries())):
+                out[n] += ((r, ret),)
             self._derived["calls"] = out
         return self._derived["calls"]
 

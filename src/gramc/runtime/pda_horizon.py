@@ -29,42 +29,53 @@ from gramc.runtime.earley import TOP, EarleyParser
 
 def horizon_representatives(table: PDATable, depth: int) -> np.ndarray:
     """Per node, the smallest node that agrees with it for ``depth`` steps (see the module)."""
-    null = np.flatnonzero(table.nullable())
+    call_nodes, call_rules, call_rets = table.call_entries()
     base = table.accept.astype(np.int64)
-    own = np.flatnonzero((table.delta[:, table.call_base + null] != DEAD).any(axis=1))
+    own = np.unique(call_nodes[table.nullable()[call_rules]])
     base[own] = 2 + own
     base[DEAD] = 2 + DEAD
-    ptr, lo, hi, targets = _entries(table.delta, table.call_base)
+    ptr, lo, hi, targets = _entries(table.delta, table.call_base, call_nodes, call_rules, call_rets)
     return _refine(ptr, lo, hi, targets, base, int(depth))
 
 
 @numba.njit(cache=True, nogil=True)
-def _entries(delta, call_base):
-    """Each node's live columns as runs (first and last column, target) in column order,
-    reads and calls alike, and where each node's runs start (``ptr``). A row's runs are
-    maximal, so equal rows have equal runs."""
-    n, n_cols = delta.shape
+def _entries(delta, call_base, call_nodes, call_rules, call_rets):
+    """Each node's live columns as runs (first and last column, target) in column order:
+    its byte and token columns (``delta`` before ``call_base``), then its calls (the call
+    entries, by node then rule, one run each); and where each node's runs start (``ptr``).
+    A row's runs are maximal, so equal rows have equal runs."""
+    n = delta.shape[0]
     ptr = np.zeros(n + 1, np.int64)
-    count = 0
     for v in range(n):
-        for c in range(n_cols):
+        count = 0
+        for c in range(call_base):
             t = delta[v, c]
-            if t != DEAD and (c == 0 or c >= call_base or delta[v, c - 1] != t):
+            if t != DEAD and (c == 0 or delta[v, c - 1] != t):
                 count += 1
         ptr[v + 1] = count
-    lo = np.empty(count, np.int64)
-    hi = np.empty(count, np.int64)
-    targets = np.empty(count, np.int64)
+    for e in range(len(call_nodes)):
+        ptr[call_nodes[e] + 1] += 1
+    ptr = np.cumsum(ptr)
+    lo = np.empty(ptr[n], np.int64)
+    hi = np.empty(ptr[n], np.int64)
+    targets = np.empty(ptr[n], np.int64)
     e = 0
+    call = 0
     for v in range(n):
-        for c in range(n_cols):
+        e = ptr[v]
+        for c in range(call_base):
             t = delta[v, c]
             if t == DEAD:
                 continue
-            if c == 0 or c >= call_base or delta[v, c - 1] != t:
+            if c == 0 or delta[v, c - 1] != t:
                 lo[e], targets[e] = c, t
                 e += 1
             hi[e - 1] = c
+        while call < len(call_nodes) and call_nodes[call] == v:
+            lo[e] = hi[e] = call_base + call_rules[call]
+            targets[e] = call_rets[call]
+            e += 1
+            call += 1
     return ptr, lo, hi, targets
 
 
