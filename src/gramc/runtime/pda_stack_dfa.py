@@ -192,9 +192,15 @@ class StackDFA:
     def _build_all(self, pairs: list) -> None:
         """Build the requested (-2) transitions ``pairs``; on :class:`TooLarge`, mark the ones
         not built as unbuilt (-1) again before raising."""
+        nxt, states, entries = self._byte_next, self._states, self._entries
         try:
-            for q, c in pairs:
-                self._build(q, c)
+            for q, c in pairs:  # _build, inlined: this loop is most of a first-seen walk's Python
+                seeds = [(t, k) for n, k in states[q] if (t := nxt[n][c]) != DEAD]
+                if len(seeds) == 1:
+                    target = entries.get(seeds[0])
+                    self._trans[q, c] = self._entry(*seeds[0]) if target is None else target
+                else:
+                    self._trans[q, c] = self._state(self._close(seeds)) if seeds else DEAD
         except TooLarge:
             for q, c in pairs:
                 if self._trans[q, c] == -2:
@@ -231,13 +237,9 @@ class StackDFA:
         return row
 
     def _build(self, s: int, c: int) -> None:
-        """Fill the transition of state ``s`` on byte class ``c``."""
-        nxt = self._byte_next
-        seeds = [(t, k) for n, k in self._states[s] if (t := nxt[n][c]) != DEAD]
-        if len(seeds) == 1:  # most steps: one configuration, whose closure is memoised
-            self._trans[s, c] = self._entry(*seeds[0])
-        else:
-            self._trans[s, c] = self._state(self._close(seeds)) if seeds else DEAD
+        """Fill the transition of state ``s`` on byte class ``c``: the configurations its
+        nodes step to, closed; a single one takes its memoised entry state (most steps)."""
+        self._build_all([(s, c)])
 
     def _close(self, seeds: list[tuple[int, int]]) -> frozenset:
         """``seeds`` closed under calls and returns."""
