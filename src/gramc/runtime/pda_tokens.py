@@ -22,7 +22,6 @@ from gramc.automata.pda_table import PDATable
 from gramc.automata.trie import TokenTrie
 from gramc.runtime.bitmask import n_words, set_bits, unpack_row
 from gramc.runtime.earley import ChartSet, EarleyParser
-from gramc.runtime.pda_horizon import Horizon
 from gramc.runtime.pda_stack_dfa import StackDFA, TooLarge
 
 #: Longest forced byte string followed by ``forced_tokens`` (a guard, not a semantic limit).
@@ -73,7 +72,7 @@ class PDATokenTable:
         self._masks: dict[tuple[int, int], np.ndarray] = {}
         self._by_bytes: dict[bytes, int] | None = None
         self._stack: StackDFA | None = None
-        self._horizon: Horizon | None = None
+        self._horizon = None  # a Horizon, made on the first walk
         self._walks: dict[int, np.ndarray] = {}  # by canonical key: see _walked
         self._special_ids = np.array(sorted(self.special), dtype=np.int64)
 
@@ -183,6 +182,8 @@ class PDATokenTable:
         if not stack.usable:
             return None
         if self._horizon is None:
+            from gramc.runtime.pda_horizon import Horizon  # numba: imported on the first walk
+
             self._horizon = Horizon(self.table, self.parser, self._trie.max_len)
         canonical = self._horizon.key(key)
         walked = self._walks.get(canonical)
