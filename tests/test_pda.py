@@ -62,6 +62,13 @@ GRAMMARS = {
         "root": alt(seq(literal(b"["), repeat(alt(literal(b"a"), literal(b"bb")), 0, 12), literal(b"]")),
                     seq(literal(b"("), Ref("root"), literal(b")"))),
     }, "root"),
+    # The same with its item a rule (recursive, so kept): a chain of call nodes, as a JSON
+    # string with a maxLength is.
+    "counted_calls": Grammar({
+        "root": alt(seq(literal(b"["), repeat(Ref("item"), 0, 12), literal(b"]")),
+                    seq(literal(b"("), Ref("root"), literal(b")"))),
+        "item": alt(literal(b"a"), literal(b"bb"), seq(literal(b"<"), Ref("root"), literal(b">"))),
+    }, "root"),
     "special_tokens": Grammar({
         "root": seq(Token(0), Ref("body"), Token(1)),
         "body": alt(EMPTY, seq(literal(b"<"), Ref("body"), literal(b">"))),

@@ -74,11 +74,12 @@ def test_far_positions_of_a_counted_repetition_share_one_class():
         assert len(set(near)) == depth and far.isdisjoint(near)
 
 
-def test_masks_at_every_position_of_a_counted_repetition_equal_the_oracle():
+@pytest.mark.parametrize("name", ["counted", "counted_calls"])
+def test_masks_at_every_position_of_a_counted_repetition_equal_the_oracle(name):
     """Lazy masks are walked once per canonical key; at each position of the repetition (and
     one level of nesting down) they equal the oracle's, the vocabulary's longest token
     ``aaaa`` telling the last four positions apart."""
-    g = GRAMMARS["counted"]
+    g = GRAMMARS[name]
     vocab = make_vocab([b"aaaa"])
     oracle = EarleyOracle(g)
     art = pda_artifact(g, vocab, lazy=True)
