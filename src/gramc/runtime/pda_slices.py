@@ -122,6 +122,7 @@ class NodeSlices:
         self.byte_classes = self._byte_class
         self._by_node: dict[int, Slice | None] = {}
         self._by_shape = _SHAPES.setdefault(trie, {})
+        self._by_local: dict[bytes, Slice] = {}
 
     def reads(self, node: int) -> bool:
         """Does ``node`` read any byte itself?"""
@@ -159,13 +160,16 @@ class NodeSlices:
         node of the same shape)."""
         local, targets = _shape(self._succ, self._comp, np.array(sorted(comps), dtype=np.int64), node,
                                 self._shape_scratch)
-        wide = local[:, self._byte_class]  # per byte: the same string body in every table
-        key = wide.tobytes()
-        shared = self._by_shape.get(key)
+        shared = self._by_local.get(local.tobytes())  # this table's shapes, by byte class
         if shared is None:
-            if len(self._by_shape) >= MAX_SHARED_SHAPES:
-                self._by_shape.clear()
-            shared = self._by_shape[key] = self._loop_walk(wide, len(targets))
+            wide = local[:, self._byte_class]  # per byte: the same string body in every table
+            key = wide.tobytes()
+            shared = self._by_shape.get(key)
+            if shared is None:
+                if len(self._by_shape) >= MAX_SHARED_SHAPES:
+                    self._by_shape.clear()
+                shared = self._by_shape[key] = self._loop_walk(wide, len(targets))
+            self._by_local[local.tobytes()] = shared
         exits = shared.exits.copy()
         exits[:, 3] = targets[exits[:, 3] - (len(local) + 1)]  # local exit -> its node
         # Exits are distinct nodes, so the shared slice's distinct exits map one to one.
