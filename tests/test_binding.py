@@ -114,6 +114,23 @@ def test_lazy_masks_of_string_loops_on_gpt2_equal_the_bound_rows():
         assert np.array_equal(words, table._word_rows[q]), q
 
 
+def test_lazy_binding_of_an_artifact_read_from_bytes_walks_its_read_only_table():
+    """An unbound artifact read back from bytes has read-only arrays; bound lazily, its masks
+    (slices walked through a writeable copy of the table) are the eager ones."""
+    import gramc
+    from gramc.runtime.artifact import from_bytes
+
+    vocab = gramc.load_vocab("gpt2")
+    pattern = r'\{"a":"[^"\\]*","b":[0-9]+\}'
+    loaded = from_bytes(gramc.compile(pattern, format="regex").to_bytes())
+    assert not loaded.dfa.delta.flags.writeable
+    lazy, eager = loaded.bind(vocab, lazy=True).matcher(), gramc.compile(pattern, format="regex", vocab=vocab).matcher()
+    for piece in [b'{"', b"a", b'":"', b"hello", b" world", b'",', b'"b', b'":', b"12", b"}"]:
+        assert np.array_equal(lazy.mask(), eager.mask())
+        assert lazy.commit_bytes(piece) and eager.commit_bytes(piece)
+    assert lazy.is_complete()
+
+
 @settings(max_examples=100, deadline=None)
 @given(exprs(), small_vocabs())
 def test_one_state_binding_equals_the_batch(e, tokens):

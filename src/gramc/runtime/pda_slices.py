@@ -31,6 +31,7 @@ its own shape would differ from node to node in those few bytes, and cost a whol
 from __future__ import annotations
 
 import weakref
+
 import numba
 import numpy as np
 
@@ -117,9 +118,6 @@ class NodeSlices:
         self._first_share = np.bincount(self._byte_class, weights=self._first_count,
                                         minlength=self._succ.shape[1]) / max(1, len(trie.sorted_ids))
         self._buffers = WalkBuffers(len(trie.sorted_ids))
-        # For walking exits on through a table without calls (a DFA's: see token_table).
-        self.dfa_delta = np.ascontiguousarray(table.delta, dtype=np.int32)
-        self.byte_classes = self._byte_class
         self._by_node: dict[int, Slice | None] = {}
         self._by_shape = _SHAPES.setdefault(trie, {})
         self._by_local: dict[bytes, Slice] = {}

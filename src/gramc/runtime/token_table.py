@@ -50,6 +50,7 @@ class TokenTable:
         self._trie: TokenTrie | None = None
         self._walk_buffers = None  # lazy: made on the first bind
         self._slices = None  # lazy: the DFA's node slices, made on the first mask
+        self._exit_walk: tuple[np.ndarray, np.ndarray] | None = None  # (delta, classes) for walk()
         self._forced_len: np.ndarray | None = None
         # Dense next-state rows (int32[V]) per state, built on a state's first commit when the
         # whole table would fit DENSE_BUDGET; a commit is then one array index.
@@ -152,7 +153,9 @@ class TokenTable:
         from gramc.runtime.pda_slices import NodeSlices
 
         if self._slices is None:
-            self._slices = NodeSlices(_without_calls(self.dfa), self._trie, short_loops=SHORT_LOOP_BYTES)
+            as_pda = _without_calls(self.dfa)
+            self._slices = NodeSlices(as_pda, self._trie, short_loops=SHORT_LOOP_BYTES)
+            self._exit_walk = (as_pda.delta, as_pda.byte_class.astype(np.int64))  # walk()'s types
             self._walk_buffers = self._walk_buffers or WalkBuffers(len(self._trie.sorted_ids))
         dfa, trie, buf = self.dfa, self._trie, self._walk_buffers
         found = self._slices.slice_for(q) if self._slices.reads(q) else None
@@ -160,7 +163,7 @@ class TokenTable:
         if found is not None and len(found.exits):
             n = len(found.exits)
             buf.ranges[:n] = found.exits
-            ne, _, n_pending, _ = walk(self._slices.dfa_delta, self._slices.byte_classes, trie.blob, trie.offsets,
+            ne, _, n_pending, _ = walk(*self._exit_walk, trie.blob, trie.offsets,
                                        trie.lengths, trie.lcp, trie.skip, trie.max_len, buf.ranges, n,
                                        _NO_MARKER, False, buf.pos, buf.next, 0, buf.hits, buf.pending, buf.missing)
             assert not n_pending  # a DFA's table is complete
@@ -257,6 +260,8 @@ def _without_calls(dfa: DFATable) -> PDATable:
     """``dfa`` as a PDA table of no rules and no accepting nodes: every node is *plain* (reads
     without touching a stack), so a node slice's exits are only the nodes out of its loop."""
     n = dfa.n_states
-    return PDATable(delta=np.ascontiguousarray(dfa.delta, dtype=np.int32), byte_class=dfa.byte_class,
+    # walk() may write a table (requests for unbuilt entries: a DFA has none), so a table read
+    # from a file is copied to a writeable one, as walk_tokens does.
+    return PDATable(delta=np.require(dfa.delta, np.int32, ["C", "W"]), byte_class=dfa.byte_class,
                     token_ids=dfa.token_ids, accept=np.zeros(n, dtype=bool), node_rule=np.zeros(n, dtype=np.int32),
                     rule_start=np.zeros(0, dtype=np.int32), start_rule=0, rule_names=())
