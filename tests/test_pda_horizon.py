@@ -39,7 +39,7 @@ def _agree(stack: StackDFA, a: int, b: int, k: int, depth: int) -> bool:
             for c in range(stack.n_classes):
                 for s in (sa, sb):
                     if stack._trans[s, c] < 0:
-                        stack._build(s, c)
+                        stack._build_all([(s, c)])
                 nxt.add((int(stack._trans[sa, c]), int(stack._trans[sb, c])))
         pairs = nxt
     return True

@@ -22,8 +22,8 @@ True
 from __future__ import annotations
 
 import weakref
-from functools import lru_cache
 from collections.abc import Collection, Iterable, Mapping
+from functools import lru_cache
 from typing import Any, ClassVar
 
 ALL_BYTES = (1 << 256) - 1

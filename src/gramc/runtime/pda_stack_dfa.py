@@ -190,11 +190,13 @@ class StackDFA:
         set_walked(out, trie.sorted_ids, buf.pos, ne)
 
     def _build_all(self, pairs: list) -> None:
-        """Build the requested (-2) transitions ``pairs``; on :class:`TooLarge`, mark the ones
-        not built as unbuilt (-1) again before raising."""
+        """Build the requested (-2) transitions ``pairs`` (state, byte class): the
+        configurations the state's nodes step to, closed, a single one taking its memoised
+        entry state (most steps); on :class:`TooLarge`, mark the ones not built as unbuilt
+        (-1) again before raising."""
         nxt, states, entries = self._byte_next, self._states, self._entries
         try:
-            for q, c in pairs:  # _build, inlined: this loop is most of a first-seen walk's Python
+            for q, c in pairs:  # most of a first-seen walk's Python: kept to one loop
                 seeds = [(t, k) for n, k in states[q] if (t := nxt[n][c]) != DEAD]
                 if len(seeds) == 1:
                     target = entries.get(seeds[0])
@@ -235,11 +237,6 @@ class StackDFA:
                                  count=self.n_classes, bitorder="little").astype(bool)
             row = self._rows[bits] = np.where(live, -1, DEAD).astype(np.int32)
         return row
-
-    def _build(self, s: int, c: int) -> None:
-        """Fill the transition of state ``s`` on byte class ``c``: the configurations its
-        nodes step to, closed; a single one takes its memoised entry state (most steps)."""
-        self._build_all([(s, c)])
 
     def _close(self, seeds: list[tuple[int, int]]) -> frozenset:
         """``seeds`` closed under calls and returns."""
