@@ -66,6 +66,7 @@ class StackDFA:
         self._table = table
         self._walk_buffers = None
         self._slices = None
+        self._counted = None
         self._reset()
 
     def _reset(self) -> None:
@@ -142,32 +143,63 @@ class StackDFA:
         # Configurations whose node is not worth slicing are walked together, every token.
         batches: list[list[np.ndarray]] = [[]]
         size = 0
+
+        def add(rows: np.ndarray, n: int) -> None:
+            nonlocal size
+            if size + n > n_tok:
+                batches.append([])
+                size = 0
+            batches[-1].append(rows)
+            size += n
+
         whole = []
-        slices = self._slices
-        for node, k in self.parser.interned(key):
+        slices, counted, interned = self._slices, self._counted_items(trie), self.parser.interned
+        for node, k in interned(key):
             if not slices.reads(node):
+                continue
+            parts = counted.parts(node, k, interned) if counted.rets else None
+            if parts is not None:  # in an item of a counted repetition
+                priced = counted.slice_for(node, trie, buf)
+                item = counted.item_of[node]
+                for y, k2 in parts:
+                    left = counted.left(y, item)
+                    out |= priced.words(left)
+                    n_rows = int(priced.exit_le[min(left, priced.max_u)])
+                    if n_rows:
+                        ahead = counted.ahead(y, item)
+                        entered = np.zeros(len(ahead), dtype=np.int64)
+                        for u in priced.exit_us:
+                            if u >= len(ahead):
+                                break
+                            entered[u] = self._entry(ahead[u], k2)
+                        rows = priced.exits[:n_rows].copy()
+                        rows[:, 3] = entered[rows[:, 3]]
+                        add(rows, int(priced.exit_tokens[n_rows]))
                 continue
             found = slices.slice_for(node)
             if found is None:
                 whole.append((node, k))
                 continue
             out |= found.words
-            n = found.exit_tokens
-            if not n:
-                continue
-            if size + n > n_tok:
-                batches.append([])
-                size = 0
-            rows = found.exits.copy()
-            entered = np.array([self._entry(t, k) for t in found.exit_nodes], dtype=np.int64)
-            rows[:, 3] = entered[found.exit_at]
-            batches[-1].append(rows)
-            size += n
+            if found.exit_tokens:
+                rows = found.exits.copy()
+                entered = np.array([self._entry(t, k) for t in found.exit_nodes], dtype=np.int64)
+                rows[:, 3] = entered[found.exit_at]
+                add(rows, found.exit_tokens)
         if whole:
             batches.append([np.array([[0, n_tok, 0, self._state(frozenset(whole))]], dtype=np.int64)])
         for batch in batches:
             if batch:
                 self._walk_ranges(np.concatenate(batch), trie, buf, out)
+
+    def _counted_items(self, trie):
+        """The table's :class:`~gramc.runtime.pda_counted.CountedItems` for ``trie``'s longest
+        token (made on the first walk)."""
+        from gramc.runtime.pda_counted import CountedItems
+
+        if self._counted is None or self._counted.max_u != trie.max_len:
+            self._counted = CountedItems(self._table, trie.max_len)
+        return self._counted
 
     def _walk_ranges(self, rows: np.ndarray, trie, buf, out: np.ndarray) -> None:
         """Walk the ranges ``rows`` (lo, hi, depth, state: see :func:`walk`) through this DFA,
