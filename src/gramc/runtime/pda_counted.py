@@ -234,9 +234,9 @@ def _counted_walk(rows: np.ndarray, finals: np.ndarray, exit_bytes: np.ndarray, 
     marker = np.zeros(n_states, dtype=np.bool_)
     marker[exit_states] = True
     buf.ranges[0] = (0, len(trie.sorted_ids), 0, 1 + node)
-    ne, nh, _, _ = walk(trans, cls.reshape(-1).astype(np.int64), trie.blob, trie.offsets, trie.lengths, trie.lcp, trie.skip,
-                        trie.max_len, buf.ranges, 1, marker, True, buf.pos, buf.next, 0, buf.hits,
-                        buf.pending, buf.missing)
+    ne, nh, _, _ = walk(trans, cls.reshape(-1).astype(np.int64), trie.blob, trie.offsets, trie.lengths,
+                        trie.lcp, trie.skip, trie.max_len, buf.ranges, 1, marker, True, buf.pos, buf.next, 0,
+                        buf.hits, buf.pending, buf.missing)
     pos, end = buf.pos[:ne], buf.next[:ne]
     inside = ~marker[end]  # a token ending on an exit byte is the exit walk's to judge
     u = ((end[inside] - 1) // m).astype(np.int16)  # a stable sort of 16-bit keys is a radix sort
