@@ -136,10 +136,10 @@ def test_long_counted_repetitions_call_their_item():
     repetition calls; a short count keeps it inline. The language is the same."""
     from earley import EarleyOracle
     from gramc.compiler.ir import Ref, byte_range
-    from gramc.compiler.passes import MAX_INLINE_REPEAT_BYTES, outline_shared
+    from gramc.compiler.passes import MAX_INLINE_REPEAT_BYTES, SHORT_BYTES, outline_shared
 
     char = alt(byte_range(0x61, 0x7A), seq(literal(b"\\u"), repeat(byte_range(0x30, 0x39), 4, 4)))  # 6 bytes
-    n = MAX_INLINE_REPEAT_BYTES // 6 + 1
+    n = max(MAX_INLINE_REPEAT_BYTES, SHORT_BYTES) // 6 + 1  # long, and not short (which stays inline)
     g = Grammar.single(seq(repeat(char, 0, n), literal(b","), repeat(char, 0, 3)))
     out = outline_shared(g, min_size=1)
     (name, body), = [(k, b) for k, b in out.rules.items() if k != g.start]

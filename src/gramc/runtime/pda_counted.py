@@ -1,12 +1,13 @@
 """Counted repetitions of a called item (a string's ``maxLength``): tokens priced by count.
 
-A long counted repetition ``x{m,N}`` of a short item calls the item as a rule (see
-:data:`gramc.compiler.passes.MAX_INLINE_REPEAT_BYTES`): its positions are a chain of nodes
-``c_0 .. c_N``, ``c_i`` calling ``x`` and returning to ``c_{i+1}``. Every position is a
-different stack. The horizon (:mod:`gramc.runtime.pda_horizon`) merges those further than
-the longest token from the end, but the last ones, and every position of a chain shorter than
-that, were each a walk of the whole vocabulary through the stack DFA: 2-4 ms, and 12-17 ms
-at the first position, where the states of the positions a token may reach are built.
+A counted repetition ``x{m,N}`` of a short item, over a few items, calls the item as a rule
+(the compiler's ``MAX_INLINE_REPEAT_BYTES``: a JSON string with ``maxLength`` 3 or more): its
+positions are a chain of nodes ``c_0 .. c_N``, ``c_i`` calling ``x`` and returning to
+``c_{i+1}``. Every position is a different stack. The horizon
+(:mod:`gramc.runtime.pda_horizon`) merges those further than the longest token from the end,
+but the last ones, and every position of a chain shorter than that, were each a walk of the
+whole vocabulary through the stack DFA: 2-4 ms, and 12-17 ms at the first position, where
+the states of the positions a token may reach are built.
 
 Yet the item reads the same way at every position. When its boundaries are unambiguous (it
 calls nothing, its accepting nodes read nothing, it cannot be empty) and no byte that may
