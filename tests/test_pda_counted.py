@@ -43,12 +43,20 @@ GRAMMARS = {
         "body": repeat(Ref("item"), 0, 12),
         "item": ITEM,
     }, "root"),
+    # Loops of calls: item* and (item item)* kept as calls return to where they started.
+    "looped": Grammar({
+        "root": alt(seq(literal(b"["), repeat(Ref("item"), 0, None), literal(b"]")),
+                    seq(literal(b"{"), repeat(seq(Ref("item"), Ref("item")), 1, None), literal(b"}")),
+                    seq(literal(b"("), Ref("root"), literal(b")"))),
+        "item": ITEM,
+    }, "root"),
 }
 
 # Where the walks start: chain heads, nested, near the end, inside an item.
 PREFIXES = {
     "inline": [b"[", b"((", b"{", b"[" + b"a" * 9, b"[" + b"<a" * 10, b"{bb<"],
     "outlined": [b"[", b"((", b"([a])", b"[" + b"a" * 9, b"[" + b"<a" * 10, b"(([])bb<"],
+    "looped": [b"[", b"((", b"{", b"[" + b"a" * 9, b"{" + b"<a" * 7, b"{bb<"],
 }
 
 REFUSED = {

@@ -35,9 +35,10 @@ from gramc.automata.walk import WalkBuffers, set_walked, walk
 from gramc.runtime.bitmask import n_words
 from gramc.runtime.earley import TOP
 
-#: Item shapes kept per vocabulary before all are dropped (each holds the positions of the
-#: tokens it reads and up to ``max_len + 1`` packed rows).
-MAX_SHARED_SHAPES = 64
+#: Item shapes kept per vocabulary before all are dropped. Each holds the positions of the
+#: tokens it reads and up to ``max_len + 1`` packed rows: at most ~2 MB for Llama 3, so this
+#: bounds them near 70 MB (a JSON string character has one shape per node met).
+MAX_SHARED_SHAPES = 32
 #: Largest item priced by count: the counted walk's table has a row per item node and
 #: iteration (a JSON string character has 21 nodes).
 MAX_ITEM_NODES = 64
@@ -156,18 +157,20 @@ class CountedItems:
 
     def left(self, y: int, item: int) -> int:
         """The iterations of ``item`` the chain allows after returning to ``y`` (0 where
-        ``y`` does not call it again)."""
+        ``y`` does not call it again), up to ``max_u`` (no token can start more): a chain
+        that loops back (``item*`` kept as a rule's call) allows as many as wanted."""
         if self._link(y) != item:
             return 0
         out = self._left.get(y)
         if out is None:
-            path, z = [], y
-            while self._link(z) == item and z not in self._left:
+            path, seen, z = [], set(), y
+            while self._link(z) == item and z not in self._left and z not in seen:
                 path.append(z)
+                seen.add(z)
                 z = self._calls[z][0][1]
-            out = self._left.get(z, 0)
+            out = self._left[z] if z in self._left else self.max_u if z in seen else 0
             for v in reversed(path):
-                out += 1
+                out = min(out + 1, self.max_u)
                 self._left[v] = out
         return out
 
