@@ -68,12 +68,18 @@ class CountedSlice:
         self._words: dict[int, np.ndarray] = {}
 
     def words(self, left: int) -> np.ndarray:
-        """The packed row of the tokens alive with at most ``left`` further iterations."""
+        """The packed row of the tokens alive with at most ``left`` further iterations (from
+        the nearest smaller count's row where there is one: a few more tokens each)."""
         u = min(left, self.max_u)
         row = self._words.get(u)
         if row is None:
-            row = np.zeros(n_words(self._trie.vocab_size), dtype=np.uint32)
-            set_walked(row, self._trie.sorted_ids, self.alive, int(self.alive_le[u]))
+            below = max((v for v in self._words if v < u), default=-1)
+            if below < 0:
+                row = np.zeros(n_words(self._trie.vocab_size), dtype=np.uint32)
+            else:
+                row = self._words[below].copy()
+            lo = int(self.alive_le[below]) if below >= 0 else 0
+            set_walked(row, self._trie.sorted_ids, self.alive[lo:], int(self.alive_le[u]) - lo)
             row.flags.writeable = False
             self._words[u] = row
         return row
