@@ -9,10 +9,13 @@ the stack walk the pricing replaces.
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from unittest import mock
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import gramc
 from earley import EarleyOracle
@@ -20,7 +23,8 @@ from gramc.compiler.ir import Grammar, Ref, alt, byte_class, literal, repeat, se
 from gramc.compiler.passes import optimize, outline_shared
 from gramc.compiler.pda import build_pda
 from gramc.runtime.pda_artifact import PDAArtifact
-from gramc.runtime.pda_counted import CountedItems
+from gramc.runtime.bitmask import unpack_row
+from gramc.runtime.pda_counted import CountedItems, CountedSlice
 from gramc.schemas.strings import json_string_ir
 from test_pda import make_vocab, oracle_item, oracle_mask
 
@@ -176,3 +180,20 @@ def test_json_strings_on_gpt2_mask_as_the_stack_walk_does():
             t = int(rng.choice(quoted if quoted and rng.random() < 0.03 else choices))
             assert a.commit_token(t) and b.commit_token(t)
         assert a.is_complete()
+
+
+@given(st.lists(st.integers(0, 9), min_size=1, max_size=60), st.lists(st.integers(0, 12), min_size=1, max_size=12))
+@settings(max_examples=60, deadline=None)
+def test_count_rows_in_any_order_hold_the_tokens_counting_at_most_that(counts, asked):
+    """Rows are made from the nearest smaller cached row: in whatever order the counts are
+    asked for, a row holds exactly the tokens whose count is at most it."""
+    n = len(counts)
+    trie = SimpleNamespace(vocab_size=n + 5, sorted_ids=np.arange(n, dtype=np.int32)[::-1].copy())
+    order = np.argsort(counts, kind="stable")
+    priced = CountedSlice(trie, order.astype(np.int64), np.array(counts, dtype=np.int16)[order],
+                          np.zeros((0, 4), dtype=np.int64), max_u=9)
+    for left in asked:
+        row = unpack_row(priced.words(left), n + 5)
+        expected = np.zeros(n + 5, dtype=bool)
+        expected[trie.sorted_ids[[p for p in range(n) if counts[p] <= left]]] = True
+        assert np.array_equal(row, expected), (left, sorted(priced._words))
