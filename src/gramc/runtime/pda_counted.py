@@ -57,7 +57,8 @@ class CountedSlice:
     first ``i`` rows; ``exit_us`` are the distinct ``u`` of the rows."""
 
     def __init__(self, trie: TokenTrie, alive: np.ndarray, u_alive: np.ndarray, exits: np.ndarray, max_u: int):
-        self._trie = trie
+        # Not the trie itself: the shapes are kept in a dictionary weakly keyed by it.
+        self._sorted_ids, self._n_words = trie.sorted_ids, n_words(trie.vocab_size)
         self.alive = alive
         self.alive_le = np.searchsorted(u_alive, np.arange(max_u + 1), side="right")
         self.exits = exits
@@ -75,11 +76,11 @@ class CountedSlice:
         if row is None:
             below = max((v for v in self._words if v < u), default=-1)
             if below < 0:
-                row = np.zeros(n_words(self._trie.vocab_size), dtype=np.uint32)
+                row = np.zeros(self._n_words, dtype=np.uint32)
             else:
                 row = self._words[below].copy()
             lo = int(self.alive_le[below]) if below >= 0 else 0
-            set_walked(row, self._trie.sorted_ids, self.alive[lo:], int(self.alive_le[u]) - lo)
+            set_walked(row, self._sorted_ids, self.alive[lo:], int(self.alive_le[u]) - lo)
             row.flags.writeable = False
             self._words[u] = row
         return row
