@@ -123,7 +123,8 @@ class StackDFA:
     def allowed(self, key: int, trie, out: np.ndarray) -> None:
         """Set in the packed row ``out`` the byte tokens of ``trie`` the PDA can read from the
         Earley set whose key is ``key``. Per configuration of the set, the tokens its node reads
-        without touching the stack come precomputed (:mod:`gramc.runtime.pda_slices`); the
+        without touching the stack come precomputed (:mod:`gramc.runtime.pda_slices`), or by
+        count inside the item of a counted repetition (:mod:`gramc.runtime.pda_counted`); the
         rest are walked through this DFA, its missing states built on the way. Raises
         :class:`TooLarge` as :meth:`accepts` does."""
         from gramc.automata.walk import WalkBuffers  # numba: imported on the first walk
