@@ -144,7 +144,7 @@ class CountedItems:
         may return."""
         out = 0
         for y in rets:
-            out |= flow.reads[y] if self._link(y) == item else flow.first_of(y)
+            out |= flow.reads(y) if self._link(y) == item else flow.first_of(y)
             if flow.ends(y):
                 out |= flow.follow(int(self._table.node_rule[y]))
         return out
@@ -264,8 +264,6 @@ class _Flow:
     classes (for :class:`CountedItems`: which bytes may end an iteration's chain)."""
 
     def __init__(self, table: PDATable, calls):
-        packed = np.packbits(table.delta[:, : table.n_byte_classes] != DEAD, axis=1, bitorder="little")
-        self.reads = [int.from_bytes(row.tobytes(), "little") for row in packed]
         self._table, self._calls = table, calls
         self._null = table.nullable()
         self._first: dict[int, int] = {}
@@ -274,6 +272,11 @@ class _Flow:
         self._sites: dict[int, list[int]] = {}
         for r, ret in zip(call_rules.tolist(), call_rets.tolist()):
             self._sites.setdefault(r, []).append(ret)
+
+    def reads(self, node: int) -> int:
+        """The byte classes ``node`` reads itself."""
+        live = self._table.delta[node, : self._table.n_byte_classes] != DEAD
+        return int.from_bytes(np.packbits(live, bitorder="little").tobytes(), "little")
 
     def _closure(self, node: int) -> set[int]:
         """The nodes reachable from ``node`` without reading: rule starts called, and return
@@ -294,7 +297,7 @@ class _Flow:
         if out is None:
             out = 0
             for v in self._closure(node):
-                out |= self.reads[v]
+                out |= self.reads(v)
             self._first[node] = out
         return out
 
