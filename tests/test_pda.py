@@ -117,19 +117,24 @@ def test_masks_equal_the_earley_oracle_on_random_walks(name, lazy):
     art = pda_artifact(g, vocab, lazy=lazy)
     rng = np.random.default_rng(len(name))
     for walk in range(12):
-        m, chart = art.matcher(), oracle.initial()
-        for step in range(14):
-            expected = oracle_mask(oracle, chart, vocab)
-            got = m.mask()
-            bad = np.flatnonzero(got != expected)
-            assert not len(bad), (name, walk, step, [(int(t), vocab.tokens[t], bool(got[t])) for t in bad[:6]])
-            assert m.is_complete() == oracle.is_complete(chart)
-            choices = [t for t in np.flatnonzero(expected) if t not in vocab.eos_ids]
-            if not choices:
-                break
-            t = int(rng.choice(choices))
-            assert m.commit_token(t)
-            chart = oracle.feed(chart, oracle_item(vocab, t))
+        walk_against_oracle(art.matcher(), oracle.initial(), oracle, vocab, rng, 14, (name, walk))
+
+
+def walk_against_oracle(m, chart, oracle: EarleyOracle, vocab, rng, steps: int, label) -> None:
+    """From matcher ``m`` and the oracle's ``chart`` (the same input read), commit up to
+    ``steps`` random allowed tokens, checking the mask and completeness before each."""
+    for step in range(steps):
+        expected = oracle_mask(oracle, chart, vocab)
+        got = m.mask()
+        bad = np.flatnonzero(got != expected)
+        assert not len(bad), (label, step, [(int(t), vocab.tokens[t], bool(got[t])) for t in bad[:6]])
+        assert m.is_complete() == oracle.is_complete(chart)
+        choices = [t for t in np.flatnonzero(expected) if t not in vocab.eos_ids]
+        if not choices:
+            break
+        t = int(rng.choice(choices))
+        assert m.commit_token(t)
+        chart = oracle.feed(chart, oracle_item(vocab, t))
 
 
 def test_serialised_artifact_behaves_identically():

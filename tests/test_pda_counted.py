@@ -26,7 +26,7 @@ from gramc.runtime.pda_artifact import PDAArtifact
 from gramc.runtime.bitmask import unpack_row
 from gramc.runtime.pda_counted import CountedItems, CountedSlice
 from gramc.schemas.strings import json_string_ir
-from test_pda import make_vocab, oracle_item, oracle_mask
+from test_pda import make_vocab, oracle_mask, walk_against_oracle
 
 # An item of one, two or three bytes ("<" then a byte is read in two steps: a node inside it).
 ITEM = alt(literal(b"a"), literal(b"bb"), seq(literal(b"<"), byte_class(b"ab")))
@@ -119,17 +119,7 @@ def _check_walks(art: PDAArtifact, g: Grammar, prefixes: list[bytes], seed: int,
                 assert np.array_equal(m.mask(), oracle_mask(oracle, chart, vocab)), (prefix, b)
                 assert m.commit_bytes(bytes([b]))
                 chart = oracle.feed(chart, [b])
-            for step in range(16):
-                expected = oracle_mask(oracle, chart, vocab)
-                got = m.mask()
-                bad = np.flatnonzero(got != expected)
-                assert not len(bad), (prefix, walk, step, [(vocab.tokens[t], bool(got[t])) for t in bad[:6]])
-                choices = [t for t in np.flatnonzero(expected) if t not in vocab.eos_ids]
-                if not choices:
-                    break
-                t = int(rng.choice(choices))
-                assert m.commit_token(t)
-                chart = oracle.feed(chart, oracle_item(vocab, t))
+            walk_against_oracle(m, chart, oracle, vocab, rng, 16, (prefix, walk))
 
 
 @pytest.mark.parametrize("name", sorted(GRAMMARS))
