@@ -112,18 +112,18 @@ class CountedItems:
         for n, r, ret, single in zip(call_nodes.tolist(), call_rules.tolist(), call_rets.tolist(), only.tolist()):
             if candidate[r]:
                 rets.setdefault(r, set()).update((ret, n) if single else (ret,))
-        self.rets = {r: frozenset(ys) for r, ys in rets.items()
-                     if np.count_nonzero(node_rule == r) <= MAX_ITEM_NODES and self._chained(r, ys)}
+        sizes = np.bincount(node_rule[node_rule >= 0], minlength=table.n_rules)  # the dead node has none
+        self.rets = {r: frozenset(ys) for r, ys in rets.items() if sizes[r] <= MAX_ITEM_NODES and self._chained(r, ys)}
         if self.rets:
             flow = _Flow(table, calls)
             start = table.rule_start
             exits = {r: self._exit_bytes(r, rets, flow) for r, rets in self.rets.items()}
             self._exits = {r: bits for r, bits in exits.items() if not flow.first_of(int(start[r])) & bits}
             self.rets = {r: self.rets[r] for r in self._exits}
-        item_of = np.full(table.n_nodes, -1, dtype=np.int64)
-        for r in self.rets:
-            item_of[node_rule == r] = r
-        self.item_of: list[int] = item_of.tolist()  # per node: its priced item, or -1
+        rule_item = np.full(table.n_rules, -1, dtype=np.int64)
+        rule_item[list(self.rets)] = list(self.rets)
+        # Per node: its priced item, or -1 (the dead node too).
+        self.item_of: list[int] = np.where(node_rule >= 0, rule_item[node_rule], -1).tolist()
         self._left: dict[int, int] = {}
         self._ahead: dict[tuple[int, int], list[int]] = {}
         self._by_node: dict[int, CountedSlice] = {}
