@@ -415,6 +415,13 @@ def _quote(run: list[Expr]) -> str:
 
 def format_expr(e: Expr, prec: int = _PREC_ALT) -> str:
     """The stable text form of an expression (used by tests and ``gramc inspect --ir``)."""
+    return _format(e, prec, {})
+
+
+def _format(e: Expr, prec: int, memo: dict) -> str:
+    """:func:`format_expr` with the text of each compound node kept by identity in ``memo``:
+    the IR is hash-consed, so a shared part (a JSON string's character class, written at
+    every string) is formatted once per call, not once per use."""
     if e is EMPTY:
         return '""'
     if e is NOTHING:
@@ -427,18 +434,25 @@ def format_expr(e: Expr, prec: int = _PREC_ALT) -> str:
         return f"<[{e.id}]>"
     if isinstance(e, TokenName):
         return e.name
+    key = (id(e), prec)
+    out = memo.get(key)
+    if out is not None:
+        return out
     if isinstance(e, Repeat):
-        return format_expr(e.item, _PREC_POSTFIX) + _repeat_suffix(e.min, e.max)
-    if isinstance(e, Seq):
-        out = " ".join(_seq_parts(e.items))
-        return f"({out})" if prec > _PREC_SEQ else out
-    if isinstance(e, Alt):
-        out = " | ".join(format_expr(i, _PREC_SEQ) for i in e.items)
-        return f"({out})" if prec > _PREC_ALT else out
-    raise TypeError(f"not an IR node: {e!r}")
+        out = _format(e.item, _PREC_POSTFIX, memo) + _repeat_suffix(e.min, e.max)
+    elif isinstance(e, Seq):
+        out = " ".join(_seq_parts(e.items, memo))
+        out = f"({out})" if prec > _PREC_SEQ else out
+    elif isinstance(e, Alt):
+        out = " | ".join(_format(i, _PREC_SEQ, memo) for i in e.items)
+        out = f"({out})" if prec > _PREC_ALT else out
+    else:
+        raise TypeError(f"not an IR node: {e!r}")
+    memo[key] = out
+    return out
 
 
-def _seq_parts(items: tuple[Expr, ...]) -> list[str]:
+def _seq_parts(items: tuple[Expr, ...], memo: dict) -> list[str]:
     parts: list[str] = []
     run: list[Expr] = []
     for item in items:
@@ -448,7 +462,7 @@ def _seq_parts(items: tuple[Expr, ...]) -> list[str]:
         if run:
             parts.append(_quote(run))
             run = []
-        parts.append(format_expr(item, _PREC_POSTFIX))
+        parts.append(_format(item, _PREC_POSTFIX, memo))
     if run:
         parts.append(_quote(run))
     return parts
@@ -469,4 +483,5 @@ def _repeat_suffix(lo: int, hi: int | None) -> str:
 def format_grammar(g: Grammar) -> str:
     """The stable text form of a grammar: ``name ::= expr`` lines, start rule first."""
     names = [g.start] + [n for n in g.rules if n != g.start]
-    return "\n".join(f"{n} ::= {format_expr(g.rules[n])}" for n in names) + "\n"
+    memo: dict = {}  # shared by the rules: they share parts too
+    return "\n".join(f"{n} ::= {_format(g.rules[n], _PREC_ALT, memo)}" for n in names) + "\n"
