@@ -40,8 +40,11 @@ class EarleyParser:
     def __init__(self, table: PDATable):
         self.table = table
         self.byte_next: list[list[int]] = table.delta[:, : table.n_byte_classes].tolist()
-        self.token_col = {int(t): table.n_byte_classes + i for i, t in enumerate(table.token_ids)}
-        self.delta_rows: list[list[int]] = table.delta.tolist()
+        # Special tokens' columns, as lists per node (the whole table as lists, call columns
+        # too, cost ~10 ms per parser on large tables, inside the first mask).
+        self.token_col = {int(t): i for i, t in enumerate(table.token_ids)}
+        n_bytes = table.n_byte_classes
+        self.token_rows: list[list[int]] = table.delta[:, n_bytes : n_bytes + len(table.token_ids)].tolist()
         self.cls: list[int] = table.byte_class.tolist()
         self.calls = table.calls()
         self.accept: list[bool] = table.accept.tolist()
@@ -100,7 +103,7 @@ class EarleyParser:
         col = self.token_col.get(token_id)
         if col is None:
             return None
-        rows = self.delta_rows
+        rows = self.token_rows
         seeds = [(t, j) for n, j in chart[-1].items if (t := rows[n][col]) != DEAD]
         return self.closure(chart, seeds, len(chart)) if seeds else None
 

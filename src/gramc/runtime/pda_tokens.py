@@ -310,7 +310,7 @@ class PDATokenTable:
         while len(out) < MAX_FORCED_BYTES:
             view = _Overlay(chart, ext)
             last = view[-1]
-            if parser.is_complete(last) or any(parser.delta_rows[n][c] for n, _ in last.items
+            if parser.is_complete(last) or any(parser.token_rows[n][c] for n, _ in last.items
                                                for c in parser.token_col.values()):
                 break
             classes = parser.live_bytes(last)
