@@ -54,6 +54,14 @@ GRAMMARS = {
                     seq(literal(b"("), Ref("root"), literal(b")"))),
         "item": ITEM,
     }, "root"),
+    # The same loop as a rule of its own: the loop node accepts, and what may follow it is
+    # read where the rule returns.
+    "looped_outlined": Grammar({
+        "root": alt(seq(literal(b"["), Ref("body"), literal(b"]")),
+                    seq(literal(b"("), Ref("root"), literal(b")"))),
+        "body": repeat(Ref("item"), 0, None),
+        "item": ITEM,
+    }, "root"),
 }
 
 # Where the walks start: chain heads, nested, near the end, inside an item.
@@ -61,6 +69,7 @@ PREFIXES = {
     "inline": [b"[", b"((", b"{", b"[" + b"a" * 9, b"[" + b"<a" * 10, b"{bb<"],
     "outlined": [b"[", b"((", b"([a])", b"[" + b"a" * 9, b"[" + b"<a" * 10, b"(([])bb<"],
     "looped": [b"[", b"((", b"{", b"[" + b"a" * 9, b"{" + b"<a" * 7, b"{bb<"],
+    "looped_outlined": [b"[", b"((", b"[" + b"a" * 9, b"([" + b"<a" * 7, b"[bb<"],
 }
 
 REFUSED = {

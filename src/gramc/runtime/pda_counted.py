@@ -142,11 +142,19 @@ class CountedItems:
         """The byte classes (bits) that may be read at a boundary of ``item`` other than by
         another iteration: what its return nodes read, or what follows their rule where they
         may return."""
-        out = 0
-        for y in rets:
-            out |= flow.reads(y) if self._link(y) == item else flow.first_of(y)
+        table = self._table
+        links = [y for y in rets if self._link(y) == item]  # a chain's nodes: most of them
+        # A link reads its own bytes or calls the item again, which cannot be empty: it may
+        # return only where it accepts. Its bytes and rule are taken for all links at once.
+        live = (table.delta[links, : table.n_byte_classes] != DEAD).any(axis=0)
+        out = int.from_bytes(np.packbits(live, bitorder="little").tobytes(), "little")
+        rules = set(table.node_rule[links][table.accept[links].astype(bool)].tolist())
+        for y in rets.difference(links):
+            out |= flow.first_of(y)
             if flow.ends(y):
-                out |= flow.follow(int(self._table.node_rule[y]))
+                rules.add(int(table.node_rule[y]))
+        for r in rules:
+            out |= flow.follow(r)
         return out
 
     def parts(self, node: int, k: int, interned) -> list[tuple[int, int]] | None:
