@@ -115,6 +115,16 @@ def test_items_whose_boundaries_are_not_counts_are_refused(name):
     assert counted_items(kept(REFUSED[name])).rets == {}
 
 
+def test_items_are_not_priced_past_the_counted_walk_bound():
+    """A vocabulary with very long tokens would need a counted walk of one row per item node
+    and iteration: past MAX_COUNTED_STATES the item is walked the general way."""
+    from gramc.runtime.pda_counted import MAX_COUNTED_STATES
+
+    table = kept(GRAMMARS["inline"]).token_table.table
+    assert CountedItems(table, 16).rets
+    assert CountedItems(table, MAX_COUNTED_STATES).rets == {}
+
+
 def _check_walks(art: PDAArtifact, g: Grammar, prefixes: list[bytes], seed: int, walks: int = 10):
     """Masks equal the oracle's along each prefix (byte by byte), then along random token
     walks from it."""

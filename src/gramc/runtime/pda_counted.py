@@ -40,8 +40,11 @@ from gramc.runtime.earley import TOP
 #: bounds them near 70 MB (a JSON string character has one shape per node met).
 MAX_SHARED_SHAPES = 32
 #: Largest item priced by count: the counted walk's table has a row per item node and
-#: iteration (a JSON string character has 21 nodes).
+#: iteration (a JSON string character has 21 nodes) ...
 MAX_ITEM_NODES = 64
+#: ... and at most this many rows in all (2,709 for that character and Llama 3's 128-byte
+#: tokens; a vocabulary with far longer tokens prices only smaller items).
+MAX_COUNTED_STATES = 65_536
 _SHAPES: "weakref.WeakKeyDictionary[TokenTrie, dict[bytes, CountedSlice]]" = weakref.WeakKeyDictionary()
 
 
@@ -113,7 +116,8 @@ class CountedItems:
             if candidate[r]:
                 rets.setdefault(r, set()).update((ret, n) if single else (ret,))
         sizes = np.bincount(node_rule[node_rule >= 0], minlength=table.n_rules)  # the dead node has none
-        self.rets = {r: frozenset(ys) for r, ys in rets.items() if sizes[r] <= MAX_ITEM_NODES and self._chained(r, ys)}
+        small = (sizes <= MAX_ITEM_NODES) & (sizes * (max_len + 1) <= MAX_COUNTED_STATES)
+        self.rets = {r: frozenset(ys) for r, ys in rets.items() if small[r] and self._chained(r, ys)}
         if self.rets:
             flow = _Flow(table, calls)
             start = table.rule_start
