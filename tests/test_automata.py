@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 import oracle
 from gramc.automata.tables import DEAD
-from gramc.compiler.dfa import _refine_exact, _refine_incremental, build_dfa, byte_classes
+from gramc.compiler.dfa import _refine_exact, _refine_incremental, build_dfa, byte_classes, merge_byte_columns
 from gramc.compiler.ir import (
     EMPTY,
     NOTHING,
@@ -164,3 +164,28 @@ def test_product_is_intersection_or_difference(a, b, samples, both):
     for s in samples + [b"", b"a", b"ab"]:
         want = oracle.fullmatch(a, s) and (oracle.fullmatch(b, s) == both)
         assert oracle.fullmatch(out, s) == want, s
+
+
+@given(st.data())
+@settings(max_examples=200, deadline=None)
+def test_merged_byte_columns_are_the_distinct_columns_in_first_order(data):
+    """Byte classes whose columns are equal become one, numbered by first column; the
+    other columns (special tokens, calls) are kept as they are; bytes keep their column."""
+    n = data.draw(st.integers(1, 12))
+    c = data.draw(st.integers(1, 10))
+    extra = data.draw(st.integers(0, 3))
+    cell = st.integers(0, 3)
+    delta = np.array(data.draw(st.lists(st.lists(cell, min_size=c + extra, max_size=c + extra),
+                                        min_size=n, max_size=n)), dtype=np.int32)
+    if data.draw(st.booleans()):  # equal columns on purpose
+        delta[:, : c] = delta[:, data.draw(st.lists(st.integers(0, c - 1), min_size=c, max_size=c))]
+    classes = np.array(data.draw(st.lists(st.integers(0, c - 1), min_size=256, max_size=256)))
+    merged, new_classes = merge_byte_columns(delta, classes, c)
+    firsts = []
+    for j in range(c):
+        if not any(np.array_equal(delta[:, j], delta[:, f]) for f in firsts):
+            firsts.append(j)
+    assert merged.dtype == np.int32 and new_classes.dtype == np.uint8
+    assert np.array_equal(merged, np.concatenate([delta[:, firsts], delta[:, c:]], axis=1))
+    for b in range(256):  # every byte reads the same column as before
+        assert np.array_equal(merged[:, new_classes[b]], delta[:, classes[b]])
