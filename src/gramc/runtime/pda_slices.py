@@ -159,7 +159,8 @@ class NodeSlices:
         node of the same shape)."""
         local, targets = _shape(self._succ, self._comp, np.array(sorted(comps), dtype=np.int64), node,
                                 self._shape_scratch)
-        shared = self._by_local.get(local.tobytes())  # this table's shapes, by byte class
+        local_key = local.tobytes()
+        shared = self._by_local.get(local_key)  # this table's shapes, by byte class
         if shared is None:
             wide = local[:, self._byte_class]  # per byte: the same string body in every table
             key = wide.tobytes()
@@ -168,7 +169,7 @@ class NodeSlices:
                 if len(self._by_shape) >= MAX_SHARED_SHAPES:
                     self._by_shape.clear()
                 shared = self._by_shape[key] = self._loop_walk(wide, len(targets))
-            self._by_local[local.tobytes()] = shared
+            self._by_local[local_key] = shared
         exits = shared.exits.copy()
         exits[:, 3] = targets[exits[:, 3] - (len(local) + 1)]  # local exit -> its node
         # Exits are distinct nodes, so the shared slice's distinct exits map one to one.
@@ -202,7 +203,7 @@ class NodeSlices:
             _clear_ranges(words, self.trie.sorted_ids, lo, hi)
         # The tokens starting with the differing bytes, walked from depth 1 (a byte that enters
         # a node that is not plain is an exit there: the walk records it as a hit).
-        walked_exits = self._walk_rows(self._plain, self._exit, rows, into=words)
+        walked_exits = self.walk_rows(self._plain, self._exit, rows, into=words)
         words.flags.writeable = False
         return _slice(words, np.concatenate([exits, walked_exits]))
 
@@ -225,11 +226,11 @@ class NodeSlices:
         cls = self._byte_class if cls is None else cls
         rows = _first_rows(trans[start][cls], self._first_lo, self._first_hi)
         words = np.zeros(self._n_words, dtype=np.uint32)
-        exits = self._walk_rows(trans, marker, rows, words, cls)
+        exits = self.walk_rows(trans, marker, rows, words, cls)
         words.flags.writeable = False
         return _slice(words, exits)
 
-    def _walk_rows(self, trans: np.ndarray, marker: np.ndarray, rows: np.ndarray, into: np.ndarray,
+    def walk_rows(self, trans: np.ndarray, marker: np.ndarray, rows: np.ndarray, into: np.ndarray,
                    cls: np.ndarray | None = None) -> np.ndarray:
         """The tokens of the disjoint ranges ``rows`` (see :func:`walk`) walked through
         ``trans`` (columns: ``cls``, the table's byte classes by default): those read alive

@@ -50,7 +50,7 @@ class TokenTable:
         self._trie: TokenTrie | None = None
         self._walk_buffers = None  # lazy: made on the first bind
         self._slices = None  # lazy: the DFA's node slices, made on the first mask
-        self._exit_walk: tuple[np.ndarray, np.ndarray] | None = None  # (delta, classes) for walk()
+        self._exit_walk: tuple[np.ndarray, np.ndarray] | None = None  # (delta, marks) for walk_rows
         self._forced_len: np.ndarray | None = None
         # Dense next-state rows (int32[V]) per state, built on a state's first commit when the
         # whole table would fit DENSE_BUDGET; a commit is then one array index.
@@ -149,25 +149,17 @@ class TokenTable:
     def _sliced_words(self, q: int) -> np.ndarray:
         """The packed row of state ``q`` of a lazy table from its node slice, its exits walked
         on through the DFA (see the module doc); the row of ids is not bound."""
-        from gramc.automata.walk import WalkBuffers, set_walked, walk  # numba: imported on first use
-        from gramc.runtime.pda_slices import NodeSlices
+        from gramc.runtime.pda_slices import NodeSlices  # numba: imported on first use
 
         if self._slices is None:
             as_pda = _without_calls(self.dfa)
             self._slices = NodeSlices(as_pda, self._trie, short_loops=SHORT_LOOP_BYTES)
-            self._exit_walk = (as_pda.delta, as_pda.byte_class.astype(np.int64))  # walk()'s types
-            self._walk_buffers = self._walk_buffers or WalkBuffers(len(self._trie.sorted_ids))
-        dfa, trie, buf = self.dfa, self._trie, self._walk_buffers
+            self._exit_walk = (as_pda.delta, np.zeros(len(as_pda.delta), dtype=np.bool_))  # (table, no marks)
+        dfa = self.dfa
         found = self._slices.slice_for(q) if self._slices.reads(q) else None
         words = np.zeros(self.n_words, dtype=np.uint32) if found is None else found.words.copy()
         if found is not None and len(found.exits):
-            n = len(found.exits)
-            buf.ranges[:n] = found.exits
-            ne, _, n_pending, _ = walk(*self._exit_walk, trie.blob, trie.offsets,
-                                       trie.lengths, trie.lcp, trie.skip, trie.max_len, buf.ranges, n,
-                                       _NO_MARKER, False, buf.pos, buf.next, 0, buf.hits, buf.pending, buf.missing)
-            assert not n_pending  # a DFA's table is complete
-            set_walked(words, trie.sorted_ids, buf.pos, ne)
+            self._slices.walk_rows(*self._exit_walk, found.exits, into=words)
         set_bits(words, dfa.token_ids[dfa.delta[q, dfa.n_byte_classes :] != DEAD])
         if dfa.accept[q]:
             set_bits(words, self._eos)
@@ -251,9 +243,6 @@ class TokenTable:
         rows = self.all_rows()
         return (rows.indptr.astype(np.int64), rows.token_ids.astype(np.int32),
                 rows.next_state.astype(np.int32))
-
-
-_NO_MARKER = np.zeros(0, dtype=np.bool_)
 
 
 def _without_calls(dfa: DFATable) -> PDATable:
