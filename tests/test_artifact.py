@@ -60,7 +60,7 @@ def test_unbound_artifact_binds_at_load():
 def _tamper(art, **changes):
     meta, arrays = art.to_arrays()
     arrays = {k: np.array(v) for k, v in arrays.items()}
-    for name, fn in changes.items():
+    for fn in changes.values():
         fn(meta, arrays)
     return container.pack(meta, arrays)
 

@@ -93,7 +93,7 @@ class ArtifactBase:
 
     def matcher(self, max_rollback: int = 16):
         """A fresh matcher (see :mod:`gramc.runtime.matcher`) at the start of the grammar."""
-        self.token_table  # raises for an unbound artifact
+        _ = self.token_table  # raises for an unbound artifact
         return self._matcher_class()(self, max_rollback=max_rollback)
 
     def to_arrays(self) -> tuple[dict, dict[str, np.ndarray]]:
