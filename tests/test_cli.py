@@ -45,6 +45,28 @@ def test_compile_default_output_and_stdin(runner, tmp_path):
     assert res.exit_code == 0 and "unbound" in res.stderr
 
 
+def test_compile_eos_names_the_end_tokens_of_a_tiktoken_file_without_them(runner, tmp_path):
+    """A .tiktoken file that is no standard encoding has no EOS: compiling warns, and --eos
+    (an id or a special text) names them; the artifact records them."""
+    vocab = tmp_path / "few.tiktoken"
+    vocab.write_text("YQ== 0\nYg== 1\nYWI= 2\nPC9zPg== 3\n")  # a, b, ab, </s>
+    src = tmp_path / "ab.regex"
+    src.write_text("(ab)+")
+    out = tmp_path / "ab.gmask"
+    res = runner.invoke(main, ["compile", str(src), "--vocab", str(vocab), "-o", str(out)])
+    assert res.exit_code == 0, res.output
+    assert "few.tiktoken: no end-of-sequence token" in res.stderr
+    assert gramc.load(out).describe()["vocab"]["eos_ids"] == []
+    res = runner.invoke(main, ["compile", str(src), "--vocab", str(vocab), "--eos", "3", "-o", str(out)])
+    assert res.exit_code == 0 and "warning" not in res.stderr, res.output
+    m = gramc.load(out).matcher()
+    assert m.commit_tokens([0, 1]) and m.mask()[3]  # "ab" complete: EOS allowed
+    res = runner.invoke(main, ["compile", str(src), "--vocab", "gpt2", "--eos", "<|nope|>", "-o", str(out)])
+    assert res.exit_code != 0 and "'<|nope|>' is not a special token" in res.stderr
+    res = runner.invoke(main, ["compile", str(src), "--vocab", "none", "--eos", "3", "-o", str(out)])
+    assert res.exit_code == 2 and "--eos needs a vocabulary" in res.output
+
+
 def test_sample_outputs_match_the_regex(runner, ipv4_gmask):
     res = runner.invoke(main, ["sample", str(ipv4_gmask), "-n", "20", "--seed", "3"])
     assert res.exit_code == 0, res.output

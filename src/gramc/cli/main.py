@@ -48,10 +48,29 @@ def _progress(enabled: bool):
     return report
 
 
+def _load_vocab(spec: str, eos: tuple[str, ...]):
+    """The --vocab spec (None for 'none'), with --eos (ids or special texts) as its EOS tokens."""
+    from gramc.vocab import load_vocab
+
+    if spec.lower() == "none":
+        if eos:
+            raise click.UsageError("--eos needs a vocabulary (not --vocab none)")
+        return None
+    if not eos:
+        return load_vocab(spec)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", GramcWarning)  # "no EOS": --eos names them
+        vocab = load_vocab(spec)
+    return vocab.with_eos([int(e) if e.isdigit() else e for e in eos])
+
+
 @main.command("compile")
 @click.argument("src", type=click.Path(dir_okay=False, allow_dash=True))
 @click.option("--vocab", "vocab_spec", required=True,
               help="'gpt2' (bundled), a tokenizer.json / .tiktoken / .gguf file, or 'none' for an unbound artifact.")
+@click.option("--eos", "eos", multiple=True, metavar="ID_OR_NAME",
+              help="An end-of-sequence token (id or special-token text) instead of the vocabulary's own; "
+                   "repeat for several.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Output .gmask (default: SRC with .gmask).")
 @click.option("--format", "fmt", default="auto", show_default=True,
               help="Source format: auto (from the file extension), regex, gbnf, ebnf, lark or json_schema.")
@@ -73,23 +92,22 @@ def _progress(enabled: bool):
 @click.option("--any-order-max-properties", type=click.IntRange(min=0, max=20), default=8, show_default=True,
               help="JSON Schema, --property-order any: objects with more declared properties keep "
                    "schema order (with a warning).")
-def compile_cmd(src: str, vocab_spec: str, output: str | None, fmt: str, regex_dialect: str, whitespace: str,
+def compile_cmd(src: str, vocab_spec: str, eos: tuple[str, ...], output: str | None, fmt: str, regex_dialect: str, whitespace: str,
                 max_whitespace: int | None, additional_properties_default: str, strict: bool,
                 max_depth: int | None, property_order: str, any_order_max_properties: int) -> None:
     """Compile SRC (a regex, grammar or JSON Schema file, or - for stdin) into a .gmask artifact."""
     from gramc.api import compile as compile_artifact
     from gramc.cli.sources import detect_format, read_pattern_file
     from gramc.compiler.pipeline import CompileOptions
-    from gramc.vocab import load_vocab
 
     fmt = detect_format(src, fmt)
     source = read_pattern_file(src, fmt)
     report = _progress(sys.stderr.isatty())
     t0 = time.perf_counter()
     report("loading the vocabulary")
-    vocab = None if vocab_spec.lower() == "none" else load_vocab(vocab_spec)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", GramcWarning)
+        vocab = _load_vocab(vocab_spec, eos)
         artifact = compile_artifact(source, fmt, vocab, options=CompileOptions(
             regex_dialect=regex_dialect, json_whitespace=whitespace, json_max_whitespace=max_whitespace,
             json_additional_properties_default=additional_properties_default == "true", json_strict=strict,
