@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -88,6 +90,23 @@ def test_check_ok_and_failure_position(runner, ipv4_gmask):
     assert short.exit_code == 1 and "incomplete" in short.stdout and "'.'" in short.stdout
 
 
+def test_check_keeps_a_final_newline_the_grammar_needs(runner, tmp_path, ipv4_gmask):
+    src = tmp_path / "line.gbnf"
+    src.write_text('root ::= [a-z]+ " = " [0-9]+ "\\n"\n')
+    out = tmp_path / "line.gmask"
+    assert runner.invoke(main, ["compile", str(src), "--vocab", "gpt2", "-o", str(out)]).exit_code == 0
+    ok = runner.invoke(main, ["check", str(out), "-"], input="x = 1\n")
+    assert ok.exit_code == 0 and "ignored" not in ok.stdout, ok.output
+    assert runner.invoke(main, ["check", str(out), "--strip-newline", "-"], input="x = 1\n").exit_code == 1
+    # a grammar without the newline: it is ignored, and the output says so
+    ok = runner.invoke(main, ["check", str(ipv4_gmask), "-"], input="10.0.0.1\n")
+    assert ok.exit_code == 0 and ok.stdout.startswith("ok") and "trailing newline is ignored" in ok.stdout
+    kept = runner.invoke(main, ["check", str(ipv4_gmask), "--no-strip-newline", "-"], input="10.0.0.1\n")
+    assert kept.exit_code == 1 and "byte 8" in kept.stdout
+    bad = runner.invoke(main, ["check", str(ipv4_gmask), "-"], input="10.0.0.x\n")
+    assert bad.exit_code == 1 and "byte 7" in bad.stdout
+
+
 def test_inspect_variants(runner, ipv4_gmask):
     res = runner.invoke(main, ["inspect", "--json", str(ipv4_gmask)])
     info = json.loads(res.stdout)
@@ -118,6 +137,16 @@ def test_errors_are_one_line_with_exit_codes(runner, tmp_path, args, stdin, code
     assert res.exit_code == code, (res.output, res.exception)
     assert message in res.stderr
     assert "Traceback" not in res.output and len(res.stderr.strip().splitlines()) == 1
+
+
+def test_a_reader_that_stops_early_is_not_an_error(ipv4_gmask):
+    """`gramc inspect x | head -1`: the closed pipe ends the command quietly."""
+    proc = subprocess.Popen([sys.executable, "-m", "gramc.cli.main", "inspect", str(ipv4_gmask)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc.stdout.close()  # before the interpreter has started: every write finds the pipe closed
+    err = proc.stderr.read().decode()
+    proc.wait(timeout=60)
+    assert "error" not in err and "Traceback" not in err, err
 
 
 def test_corrupt_artifact_is_a_clean_error(runner, tmp_path, ipv4_gmask):

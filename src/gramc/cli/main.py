@@ -26,6 +26,8 @@ class _GramcGroup(click.Group):
         except GramcError as err:
             click.echo(f"gramc: error: {err}", err=True)
             ctx.exit(next(code for cls, code in EXIT_CODES if isinstance(err, cls)))
+        except BrokenPipeError:
+            raise  # the reader stopped early (`| head`): click exits quietly
         except OSError as err:
             click.echo(f"gramc: error: {err.strerror or err}: {err.filename or ''}".rstrip(": "), err=True)
             ctx.exit(1)
@@ -173,19 +175,25 @@ def sample(artifact_path: str, count: int, seed: int, max_tokens: int, vocab_spe
 @main.command()
 @click.argument("artifact_path", type=click.Path(exists=True, dir_okay=False))
 @click.argument("text_file", default="-", type=click.Path(dir_okay=False, allow_dash=True))
-@click.option("--strip-newline/--no-strip-newline", default=True, show_default=True,
-              help="Ignore one trailing newline of the input (as most files end with one).")
-def check(artifact_path: str, text_file: str, strip_newline: bool) -> None:
+@click.option("--strip-newline/--no-strip-newline", default=None,
+              help="Ignore one trailing newline of the input, or keep it. Default: the text as given "
+                   "if it matches, else without its trailing newline (most files end with one).")
+def check(artifact_path: str, text_file: str, strip_newline: bool | None) -> None:
     """Does the text in TEXT_FILE (or stdin) match? Exit 0 if it does, 1 if not."""
     from gramc.cli.sources import read_bytes
     from gramc.runtime import load
     from gramc.runtime.check import check_artifact
 
     data = read_bytes(text_file)
-    if strip_newline and data.endswith(b"\n"):
-        data = data[:-1]
-    result = check_artifact(load(artifact_path), data)
-    click.echo(result.message)
+    artifact = load(artifact_path)
+    ends_in_newline = data.endswith(b"\n")
+    result = check_artifact(artifact, data[:-1] if strip_newline and ends_in_newline else data)
+    message = result.message
+    if strip_newline is None and ends_in_newline and not result.ok:
+        stripped = check_artifact(artifact, data[:-1])
+        if stripped.ok or stripped.offset >= result.offset:
+            result, message = stripped, f"{stripped.message} (the trailing newline is ignored)"
+    click.echo(message)
     sys.exit(0 if result.ok else 1)
 
 
