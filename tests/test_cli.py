@@ -8,11 +8,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 from click.testing import CliRunner
 
 import gramc
 from gramc.cli.main import main
+from gramc.formats import container
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 IPV4 = re.compile(r"((25[0-5]|2[0-4]\d|[01]?\d\d?)\.){3}(25[0-5]|2[0-4]\d|[01]?\d\d?)")
@@ -137,6 +139,27 @@ def test_errors_are_one_line_with_exit_codes(runner, tmp_path, args, stdin, code
     assert res.exit_code == code, (res.output, res.exception)
     assert message in res.stderr
     assert "Traceback" not in res.output and len(res.stderr.strip().splitlines()) == 1
+
+
+def test_inspect_verify_catches_altered_token_tables(runner, tmp_path, ipv4_gmask):
+    ok = runner.invoke(main, ["inspect", "--verify", str(ipv4_gmask)])
+    assert ok.exit_code == 0 and "verified" in ok.stderr, ok.output
+    meta, arrays = gramc.load(ipv4_gmask).to_arrays()
+    start, ind = meta["dfa"]["start"], arrays["tokens.indptr"]
+    arrays = dict(arrays)  # one allowed token taken from the start row, the hashes made anew
+    arrays["tokens.ids"] = np.delete(arrays["tokens.ids"], ind[start])
+    arrays["tokens.next"] = np.delete(arrays["tokens.next"], ind[start])
+    arrays["tokens.indptr"] = np.where(np.arange(len(ind)) > start, ind - 1, ind)
+    arrays["tokens.forced"] = np.full_like(arrays["tokens.forced"], -1)
+    altered = tmp_path / "altered.gmask"
+    altered.write_bytes(container.pack(meta, arrays))
+    assert runner.invoke(main, ["inspect", str(altered)]).exit_code == 0  # structurally sound
+    res = runner.invoke(main, ["inspect", "--verify", "--vocab", "gpt2", str(altered)])
+    assert res.exit_code == 5 and "does not match the vocabulary" in res.stderr, res.output
+    unbound = tmp_path / "unbound.gmask"
+    gramc.compile("ab", vocab=None).save(unbound)
+    res = runner.invoke(main, ["inspect", "--verify", str(unbound)])
+    assert res.exit_code != 0 and "unbound" in res.stderr
 
 
 def test_a_reader_that_stops_early_is_not_an_error(ipv4_gmask):

@@ -137,12 +137,22 @@ def compile_cmd(src: str, vocab_spec: str, eos: tuple[str, ...], output: str | N
 @click.option("--ir", is_flag=True, help="Print the IR the artifact was compiled from.")
 @click.option("--dfa", "show_dfa", is_flag=True, help="Print the automaton's transitions (DFA, or per-rule PDA).")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable summary.")
-def inspect(artifact_path: str, ir: bool, show_dfa: bool, as_json: bool) -> None:
+@click.option("--verify", is_flag=True,
+              help="Bind the automaton to the vocabulary again and compare with the stored token tables "
+                   "(catches an altered artifact whose hashes were recomputed).")
+@click.option("--vocab", "vocab_spec", default=None,
+              help="With --verify: the artifact's vocabulary (default: the one it names, if bundled).")
+def inspect(artifact_path: str, ir: bool, show_dfa: bool, as_json: bool, verify: bool,
+            vocab_spec: str | None) -> None:
     """Describe a .gmask artifact: kind, states, vocabulary, sizes, options."""
     from gramc.automata.text import format_automaton
+    from gramc.cli.sampling import artifact_vocab
     from gramc.runtime import load
 
     artifact = load(artifact_path)
+    if verify:
+        load(artifact_path, artifact_vocab(artifact, vocab_spec, "--verify"), verify=True)
+        click.echo("verified: the token tables equal a fresh binding to the vocabulary", err=True)
     info = artifact.describe()
     info["file_bytes"] = Path(artifact_path).stat().st_size
     if ir:
