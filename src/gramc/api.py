@@ -54,6 +54,9 @@ def compile(
     >>> m.allowed_tokens().tolist()
     [0, 1]
     """
+    if not isinstance(source, str):
+        raise TypeError(f"source is text (str), got {type(source).__name__}" +
+                        (": decode it first" if isinstance(source, (bytes, bytearray)) else ""))
     options = options or CompileOptions()
     vocab_obj = load_vocab(vocab) if vocab is not None else None
     cached = _cache_path(cache_dir, source, format, options, vocab_obj) if cache_dir and not lazy else None
