@@ -17,7 +17,7 @@ from gramc.cli.main import main
 from gramc.formats import container
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
-IPV4 = re.compile(r"((25[0-5]|2[0-4]\d|[01]?\d\d?)\.){3}(25[0-5]|2[0-4]\d|[01]?\d\d?)")
+IPV4 = re.compile(r"((25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)\.){3}(25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)")
 
 
 @pytest.fixture

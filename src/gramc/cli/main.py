@@ -201,7 +201,7 @@ def check(artifact_path: str, text_file: str, strip_newline: bool | None) -> Non
     message = result.message
     if strip_newline is None and ends_in_newline and not result.ok:
         stripped = check_artifact(artifact, data[:-1])
-        if stripped.ok or stripped.offset >= result.offset:
+        if stripped.ok or stripped.offset > result.offset:
             result, message = stripped, f"{stripped.message} (the trailing newline is ignored)"
     click.echo(message)
     sys.exit(0 if result.ok else 1)

@@ -16,7 +16,7 @@ from typing import Callable
 
 from gramc.compiler.ir import Expr
 from gramc.errors import SchemaError
-from gramc.schemas.approx import NotExpressible
+from gramc.schemas.approx import InvalidKeyword, NotExpressible
 
 Report = Callable[[str, str, str], None]  # (keyword, pointer, reason)
 
@@ -62,6 +62,8 @@ def string_ir(min_length: int | None, max_length: int | None, pattern: str | Non
         fmt = _known_format(fmt, at("format"), warn)
     try:
         return json_string_ir(min_length, max_length, pattern, fmt)
+    except InvalidKeyword as err:
+        raise SchemaError(err.reason, at(err.keyword)) from None
     except NotExpressible:
         pass
     except ValueError as err:

@@ -47,8 +47,8 @@ from gramc.compiler.ir import (
     seq,
 )
 from gramc.compiler.unicode import ALL_CODEPOINTS, CodepointSet
-from gramc.errors import GramcError
-from gramc.schemas.approx import NotExpressible
+from gramc.errors import GramcError, GrammarSyntaxError
+from gramc.schemas.approx import InvalidKeyword, NotExpressible
 from gramc.schemas.numbers import expanded_size
 
 #: Largest minLength / maxLength lowered as a counted repetition (the DFA grows with it).
@@ -218,6 +218,10 @@ class _Letters:
             if search:
                 return parse_regex_search(pattern, source_name=keyword, charset_to_ir=self.letter)
             return parse_regex(pattern, source_name=keyword, charset_to_ir=self.letter)
+        except GrammarSyntaxError as e:
+            if _python_rejects(pattern):  # a second opinion before calling the schema invalid
+                raise InvalidKeyword(keyword, f"{pattern!r} is not a valid regular expression ({e})") from e
+            raise NotExpressible(keyword, str(e)) from e
         except GramcError as e:
             raise NotExpressible(keyword, str(e)) from e
 
@@ -437,6 +441,17 @@ def _format_body(name: str, allow_approximate: bool, exact_leap_seconds: bool) -
     )
     assert isinstance(full, Seq) and full.items[0] is QUOTE and full.items[-1] is QUOTE
     return seq(*full.items[1:-1])
+
+
+def _python_rejects(pattern: str) -> bool:
+    """Python's ``re`` cannot compile the pattern either (its syntax is close to ECMA-262's)."""
+    import re
+
+    try:
+        re.compile(pattern)
+    except (re.error, OverflowError, RecursionError):
+        return True
+    return False
 
 
 def _length_keyword(min_length, max_length) -> str:
