@@ -18,7 +18,7 @@ from gramc.compiler.dfa import build_dfa
 from gramc.compiler.ir import Grammar, Token, alt, byte_class, byte_range, literal, repeat, seq
 from gramc.errors import GramcError, VocabularyError
 from gramc.runtime.artifact import Artifact
-from gramc.runtime.bitmask import apply_bitmask, n_words, unpack_row
+from gramc.bitmask import apply_bitmask, n_words, unpack_row
 from gramc.vocab import Vocab
 from strategies import exprs, small_vocabs, strings
 

@@ -3,7 +3,7 @@
 A :class:`BatchMatcher` holds up to ``capacity`` requests, each in a slot, each with its own
 artifact (requests may use different artifacts, as long as they share the vocabulary). Per
 decoding step a server makes three calls: :meth:`~BatchMatcher.fill_masks` (packed masks, see
-:mod:`gramc.runtime.bitmask`) or :meth:`~BatchMatcher.apply_masks` (-inf into the logits in
+:mod:`gramc.bitmask`) or :meth:`~BatchMatcher.apply_masks` (-inf into the logits in
 place), then :meth:`~BatchMatcher.commit` with the sampled tokens.
 
 Rows: by default the batch's rows are its requests in ascending slot order
@@ -44,7 +44,7 @@ from typing import Any, Hashable, Iterable
 import numpy as np
 
 from gramc.errors import GramcError, LimitExceededError, VocabularyError
-from gramc.runtime.bitmask import n_words
+from gramc.bitmask import n_words
 from gramc.runtime.cuda.tables import DFAArrays
 
 #: The state of a request that has committed end-of-sequence.
@@ -278,7 +278,7 @@ class BatchMatcher:
     # ------------------------------------------------------------ masks
 
     def fill_masks(self, out: Any = None, request_ids: Iterable[Hashable] | None = None) -> Any:
-        """The packed mask of every row (uint32 ``[n, n_words]``, see :mod:`gramc.runtime.bitmask`).
+        """The packed mask of every row (uint32 ``[n, n_words]``, see :mod:`gramc.bitmask`).
 
         Args:
             out: an int32/uint32 array of ``n`` rows (one per row) or ``capacity`` rows (one
@@ -440,7 +440,7 @@ def apply_packed(logits: Any, masks: np.ndarray, rows: np.ndarray | None = None)
 
     ``logits`` is a 2-d numpy float array or torch tensor; columns past ``32 * W`` are
     disallowed. The numpy reference of kernel ``gramc_apply_bitmask`` (see
-    :func:`gramc.runtime.bitmask.apply_bitmask` for the single-row loop).
+    :func:`gramc.bitmask.apply_bitmask` for the single-row loop).
     """
     n = len(masks)
     if n == 0:

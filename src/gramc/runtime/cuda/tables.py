@@ -17,7 +17,7 @@ import numpy as np
 
 from gramc.automata.tables import DEAD
 from gramc.errors import ArtifactFormatError
-from gramc.runtime.bitmask import n_words
+from gramc.bitmask import n_words
 
 #: Layout of ``struct gramc_dfa_table`` in dfa.cu: 11 fields of 8 bytes (pointers as int64).
 TABLE_FIELDS = ("words", "next_dense", "indptr", "ids", "next", "accept", "eos",
