@@ -4,7 +4,7 @@
 :class:`~gramc.runtime.batch.BatchMatcher` indexes these arrays with numpy, and the device path
 uploads them. :meth:`DFAArrays.check` re-asserts every range a kernel relies on (cheap,
 vectorised) right before upload: artifacts read from files were already validated by
-:mod:`gramc.runtime.validate`, and this keeps an out-of-range index from ever reaching a kernel
+:mod:`gramc.runtime.reader`, and this keeps an out-of-range index from ever reaching a kernel
 whatever produced the arrays. Numpy only; nothing here imports pycuda.
 """
 
