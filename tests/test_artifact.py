@@ -130,25 +130,6 @@ def test_cache_dir_reuses_artifacts(tmp_path):
     assert len(list(tmp_path.rglob("*.gmask"))) == 2
 
 
-def test_importing_gramc_does_not_import_the_compiler():
-    code = (
-        "import sys, gramc; gramc.load; "
-        "bad = [m for m in sys.modules if m.startswith(('gramc.compiler', 'lark', 'jsonschema', 'pycuda', 'torch'))]; "
-        "print(bad); sys.exit(1 if bad else 0)"
-    )
-    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    assert res.returncode == 0, res.stdout + res.stderr
-
-
-def test_runtime_modules_never_import_the_compiler():
-    from pathlib import Path
-
-    runtime = Path(gramc.__file__).parent / "runtime"
-    for path in runtime.rglob("*.py"):
-        text = path.read_text()
-        assert "gramc.compiler" not in text and "gramc.api" not in text, path
-
-
 def test_spec_documents_every_artifact_array_and_key(art):
     from pathlib import Path
 
