@@ -20,6 +20,7 @@ ArraySpec = dict[str, tuple[type, int]]
 
 
 def fail(msg: str) -> NoReturn:
+    """Refuse the file: an ArtifactFormatError saying what is wrong, and where."""
     raise ArtifactFormatError(msg)
 
 
@@ -32,6 +33,7 @@ def get_field(meta: dict, key: str, kind: type | tuple[type, ...], where: str = 
 
 
 def require(cond: bool, msg: str) -> None:
+    """:func:`fail` with ``msg`` unless ``cond`` holds."""
     if not cond:
         fail(msg)
 
