@@ -130,25 +130,6 @@ def test_cache_dir_reuses_artifacts(tmp_path):
     assert len(list(tmp_path.rglob("*.gmask"))) == 2
 
 
-def test_importing_gramc_does_not_import_the_compiler():
-    code = (
-        "import sys, gramc; gramc.load; "
-        "bad = [m for m in sys.modules if m.startswith(('gramc.compiler', 'lark', 'jsonschema', 'pycuda', 'torch'))]; "
-        "print(bad); sys.exit(1 if bad else 0)"
-    )
-    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    assert res.returncode == 0, res.stdout + res.stderr
-
-
-def test_runtime_modules_never_import_the_compiler():
-    from pathlib import Path
-
-    runtime = Path(gramc.__file__).parent / "runtime"
-    for path in runtime.rglob("*.py"):
-        text = path.read_text()
-        assert "gramc.compiler" not in text and "gramc.api" not in text, path
-
-
 def test_spec_documents_every_artifact_array_and_key(art):
     from pathlib import Path
 
@@ -203,3 +184,43 @@ def test_hostile_pda_contents_are_rejected(pda_art, change, message):
     assert len(arrays["nodes.unc_ids"]), "the fixture must have uncertain tokens to corrupt"
     with pytest.raises(ArtifactFormatError, match=message):
         gramc.from_bytes(_tamper(pda_art, x=change))
+
+
+# ---------------------------------------------------------------- the Artifact interface
+
+
+def test_every_artifact_kind_is_a_gramc_artifact(art, pda_art):
+    """compile, load and bind give instances of gramc.Artifact whatever the kind, bound or
+    not, and each kind is the class its ``kind`` names."""
+    from gramc.runtime.dfa_artifact import DFAArtifact
+    from gramc.runtime.pda_artifact import PDAArtifact
+
+    kinds = {"dfa": DFAArtifact, "pda": PDAArtifact}
+    unbound = [gramc.compile(PATTERN), gramc.compile(PARENS, format="gbnf")]
+    made = [art, pda_art, *unbound, *(u.bind(VOCAB if u.kind == "dfa" else PDA_VOCAB) for u in unbound),
+            gramc.from_bytes(art.to_bytes()), gramc.from_bytes(pda_art.to_bytes()),
+            *(gramc.from_bytes(u.to_bytes()) for u in unbound)]
+    assert [a.kind for a in made].count("pda") == len(made) // 2
+    for a in made:
+        assert isinstance(a, gramc.Artifact) and type(a) is kinds[a.kind], a
+
+
+def test_artifact_kinds_share_one_interface():
+    """gramc.Artifact is abstract; every kind implements all of it and adds no public method
+    of its own (its only extra public names are its dataclass fields: the automaton)."""
+    import dataclasses
+
+    from gramc.runtime.dfa_artifact import DFAArtifact
+    from gramc.runtime.pda_artifact import PDAArtifact
+
+    with pytest.raises(TypeError, match="abstract"):
+        gramc.Artifact()
+    assert {"bound", "to_arrays", "describe", "_matcher_class"} <= gramc.Artifact.__abstractmethods__
+
+    def public(cls):
+        return {n for n in dir(cls) if not n.startswith("_")}
+
+    for kind in (DFAArtifact, PDAArtifact):
+        assert issubclass(kind, gramc.Artifact) and not kind.__abstractmethods__, kind
+        fields = {f.name for f in dataclasses.fields(kind)}
+        assert public(kind) - fields - {"kind"} == public(gramc.Artifact), kind

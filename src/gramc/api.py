@@ -15,8 +15,10 @@ from typing import Callable
 from gramc import __version__
 from gramc.compiler.pipeline import CompileOptions, compile_source
 from gramc.limits import DEFAULT_LIMITS, Limits
-from gramc.runtime.artifact import ARTIFACT_VERSION, Artifact, load
+from gramc.runtime.artifact import ARTIFACT_VERSION, Artifact
+from gramc.runtime.dfa_artifact import DFAArtifact
 from gramc.runtime.pda_artifact import PDAArtifact
+from gramc.runtime.reader import load
 from gramc.vocab import Vocab, load_vocab
 
 
@@ -31,7 +33,7 @@ def compile(
     limits: Limits = DEFAULT_LIMITS,
     source_name: str = "<input>",
     progress: Callable[[str], None] | None = None,
-) -> Artifact | PDAArtifact:
+) -> Artifact:
     """Compile ``source`` into an artifact bound to ``vocab`` (unbound when None).
 
     Args:
@@ -65,7 +67,7 @@ def compile(
     report = progress or (lambda stage: None)
     special = vocab_obj.special_names if vocab_obj is not None else None
     compiled = compile_source(source, format, options, limits, source_name, report, special)
-    cls = Artifact if compiled.kind == "dfa" else PDAArtifact
+    cls = DFAArtifact if compiled.kind == "dfa" else PDAArtifact
     if vocab_obj is None:
         artifact = cls(compiled.automaton, compiled.meta)
     else:

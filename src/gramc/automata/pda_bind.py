@@ -31,7 +31,7 @@ from gramc.automata.bind import STATE_CHUNK
 from gramc.automata.pda_table import PDATable
 from gramc.automata.tables import DEAD
 from gramc.automata.trie import TokenTrie
-from gramc.runtime.bitmask import pack_dense
+from gramc.bitmask import pack_dense
 
 #: Calls expanded inside a node's region (deeper calls make tokens uncertain).
 DEFAULT_DEPTH = 2

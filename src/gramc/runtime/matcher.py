@@ -16,7 +16,7 @@ import numpy as np
 
 from gramc.automata.tables import DEAD
 from gramc.errors import GramcError
-from gramc.runtime.bitmask import n_words, unpack_row
+from gramc.bitmask import n_words, unpack_row
 
 
 class Matcher:
@@ -86,7 +86,7 @@ class Matcher:
         return self._bool_mask(self._state, size)
 
     def fill_bitmask(self, out: np.ndarray) -> None:
-        """Write the packed mask (see :mod:`gramc.runtime.bitmask`) into a uint32/int32 row."""
+        """Write the packed mask (see :mod:`gramc.bitmask`) into a uint32/int32 row."""
         if getattr(out, "shape", None) == self._shape and out.dtype.char in "iI" and not self._ended:
             np.copyto(out, self._words(self._state).view(out.dtype))  # the common call
             return
