@@ -11,10 +11,12 @@ import numpy as np
 
 from gramc.automata.bind import TokenRows
 from gramc.automata.tables import DEAD, DFATable
+from gramc.bitmask import n_words
+from gramc.formats.limits import ReadLimits
 from gramc.runtime.artifact import VocabInfo
 from gramc.runtime.dfa_artifact import DFAArtifact
 from gramc.runtime.token_table import TokenTable
-from gramc.runtime.validate import check_arrays, get_field, in_range, no_extra, require
+from gramc.runtime.validate import check_arrays, get_field, grouped, in_range, members, no_extra, require
 
 _DFA_ARRAYS = {
     "dfa.delta": (np.int32, 2),
@@ -30,13 +32,18 @@ _TOKEN_ARRAYS = {
 }
 
 
-def read_payload(meta: dict, arrays: dict, source: dict, info: VocabInfo | None) -> DFAArtifact:
+def read_payload(meta: dict, arrays: dict, source: dict, info: VocabInfo | None,
+                 limits: ReadLimits) -> DFAArtifact:
     """The DFA artifact of a container whose header :mod:`gramc.runtime.reader` has checked."""
     dfa = read_dfa(meta, arrays)
     no_extra(arrays, _DFA_ARRAYS, _TOKEN_ARRAYS if info else {})
     if info is None:
         return DFAArtifact(dfa, source)
     in_range("dfa.token_ids", dfa.token_ids, 0, info.size)
+    packed = dfa.n_states * n_words(info.size) * 4  # the token rows derived below
+    require(packed <= limits.max_derived_bytes,
+            f"{dfa.n_states} states of {info.size}-token rows need {packed} bytes, "
+            f"over max_derived_bytes={limits.max_derived_bytes}")
     rows = read_rows(arrays, dfa.n_states, info.size)
     return DFAArtifact(dfa, source, info, TokenTable.eager(dfa, rows, info.size, info.eos_ids))
 
@@ -70,17 +77,11 @@ def _check_coreachable(delta: np.ndarray, accept: np.ndarray) -> None:
     tokens after which the output can never be completed.
     """
     src = np.repeat(np.arange(delta.shape[0]), delta.shape[1])
-    dst = delta.reshape(-1).astype(np.int64)
-    order = np.argsort(dst, kind="stable")
-    preds = src[order]
-    indptr = np.concatenate([[0], np.cumsum(np.bincount(dst, minlength=delta.shape[0]))])
+    by_dst = grouped(delta.reshape(-1).astype(np.int64), delta.shape[0])
     reach = accept.copy()
     frontier = np.flatnonzero(reach)
     while len(frontier):
-        counts = indptr[frontier + 1] - indptr[frontier]
-        owner = np.repeat(np.arange(len(frontier)), counts)
-        first = np.cumsum(counts) - counts
-        found = preds[indptr[frontier][owner] + np.arange(int(counts.sum())) - first[owner]]
+        found = src[members(*by_dst, frontier)]
         found = np.unique(found[~reach[found]])
         reach[found] = True
         frontier = found

@@ -12,9 +12,10 @@ import numpy as np
 from gramc.automata.pda_bind import NodeTokens
 from gramc.automata.pda_table import PDATable
 from gramc.automata.tables import DEAD
+from gramc.formats.limits import ReadLimits
 from gramc.runtime.artifact import VocabInfo
 from gramc.runtime.pda_artifact import PDAArtifact, pda_from_parts, unpack_tokens
-from gramc.runtime.validate import check_arrays, get_field, in_range, no_extra, require
+from gramc.runtime.validate import check_arrays, get_field, grouped, in_range, members, no_extra, require
 from gramc.vocab import Vocab
 
 _PDA_ARRAYS = {
@@ -35,7 +36,8 @@ _NODE_ARRAYS = {
 }
 
 
-def read_payload(meta: dict, arrays: dict, source: dict, info: VocabInfo | None) -> PDAArtifact:
+def read_payload(meta: dict, arrays: dict, source: dict, info: VocabInfo | None,
+                 limits: ReadLimits) -> PDAArtifact:
     """The PDA artifact of a container whose header :mod:`gramc.runtime.reader` has checked.
 
     A bound one carries the vocabulary's token bytes; they must match the recorded
@@ -58,6 +60,9 @@ def read_payload(meta: dict, arrays: dict, source: dict, info: VocabInfo | None)
     acc, indptr, ids = arrays["nodes.accepted"], arrays["nodes.unc_indptr"], arrays["nodes.unc_ids"]
     n = pda.n_nodes - 1
     require(acc.shape == (n, (info.size + 31) // 32), "nodes.accepted must have one mask row per node")
+    if info.size % 32 and n:  # ids at or past the vocabulary size are never allowed
+        require(not (acc[:, -1] >> np.uint32(info.size % 32)).any(),
+                "nodes.accepted sets padding bits past the vocabulary size")
     require(indptr.shape == (n + 1,) and indptr[0] == 0 and indptr[-1] == len(ids)
             and bool(np.all(np.diff(indptr) >= 0)), "nodes.unc_indptr must run from 0 to len(nodes.unc_ids)")
     in_range("nodes.unc_ids", ids, 0, info.size)
@@ -105,21 +110,35 @@ def _check_productive(delta, accept, node_rule, rule_start, call_base: int) -> N
     """Every node must be able to finish its rule, through calls of rules that can finish.
 
     The Earley runtime treats "some item is left" as "the input can still be completed".
+    A node finishes when it accepts, or has an edge into a finishing node that reads, or
+    that calls a rule whose start finishes. Solved by propagation from the accepting
+    nodes, each edge looked at when its target finishes and when the rule it calls does:
+    linear in the edges (a fixed point per rule was quadratic in a chain of rules).
     """
-    n_rules = len(rule_start)
-    rule_ok = np.zeros(n_rules, dtype=bool)
-    while True:
-        cols_ok = np.concatenate([np.ones(call_base, dtype=bool), rule_ok])
-        reach = accept.copy()
-        while True:
-            grown = reach | ((delta != DEAD) & reach[delta] & cols_ok).any(axis=1)
-            if np.array_equal(grown, reach):
-                break
-            reach = grown
-        new_ok = reach[rule_start]
-        if np.array_equal(new_ok, rule_ok):
-            break
-        rule_ok = new_ok
+    src, col = np.nonzero(delta != DEAD)
+    dst, called = delta[src, col], col.astype(np.int64) - call_base  # called < 0: a read
+    by_dst = grouped(dst.astype(np.int64), len(delta))
+    calls = np.flatnonzero(called >= 0)
+    order, indptr = grouped(called[calls], len(rule_start))
+    by_rule = (calls[order], indptr)
+    reach, rule_ok = accept.copy(), np.zeros(len(rule_start), dtype=bool)
+
+    def rules_started(nodes: np.ndarray) -> np.ndarray:
+        starts = nodes[rule_start[node_rule[nodes]] == nodes]
+        rules = node_rule[starts]
+        rule_ok[rules] = True
+        return rules
+
+    nodes = np.flatnonzero(reach)
+    rules = rules_started(nodes)
+    while len(nodes) or len(rules):
+        edges = np.concatenate([members(*by_dst, nodes), members(*by_rule, rules)])
+        rule = called[edges]
+        ok = reach[dst[edges]] & ((rule < 0) | rule_ok[np.maximum(rule, 0)])
+        nodes = np.unique(src[edges[ok]])
+        nodes = nodes[~reach[nodes]]
+        reach[nodes] = True
+        rules = rules_started(nodes)
     reach[DEAD] = True
     bad = np.flatnonzero(~reach)
     require(not len(bad), f"pda: node {int(bad[0]) if len(bad) else 0} cannot finish its rule")

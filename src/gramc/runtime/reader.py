@@ -14,6 +14,7 @@ from importlib import import_module
 
 from gramc.errors import ArtifactFormatError, ArtifactVersionError, VocabularyError
 from gramc.formats import container
+from gramc.formats.limits import DEFAULT_READ_LIMITS, ReadLimits
 from gramc.runtime.artifact import Artifact, VocabInfo, check_vocab
 from gramc.runtime.validate import get_field, require
 from gramc.vocab import Vocab, load_vocab
@@ -21,18 +22,20 @@ from gramc.vocab import Vocab, load_vocab
 SUPPORTED_ARTIFACT_VERSIONS = (1,)
 
 #: The payload reader of each artifact kind: a module whose ``read_payload(meta, arrays,
-#: source, info)`` returns the artifact. Imported when a file of that kind is read, so
+#: source, info, limits)`` returns the artifact. Imported when a file of that kind is read, so
 #: ``import gramc`` loads neither kind's runtime.
 PAYLOAD_READERS = {"dfa": "gramc.runtime.dfa_reader", "pda": "gramc.runtime.pda_reader"}
 
 
-def from_bytes(data: bytes, vocab: Vocab | str | None = None, *, verify: bool = False) -> Artifact:
+def from_bytes(data: bytes, vocab: Vocab | str | None = None, *, verify: bool = False,
+               limits: ReadLimits = DEFAULT_READ_LIMITS) -> Artifact:
     """Read an artifact from ``.gmask`` bytes (see :func:`load`)."""
-    meta, arrays = container.unpack(data)
-    return _from_container(meta, arrays, vocab, verify)
+    meta, arrays = container.unpack(data, limits)
+    return _from_container(meta, arrays, vocab, verify, limits)
 
 
-def load(path: str | os.PathLike, vocab: Vocab | str | None = None, *, verify: bool = False) -> Artifact:
+def load(path: str | os.PathLike, vocab: Vocab | str | None = None, *, verify: bool = False,
+         limits: ReadLimits = DEFAULT_READ_LIMITS) -> Artifact:
     """Load a ``.gmask`` artifact.
 
     Args:
@@ -42,17 +45,20 @@ def load(path: str | os.PathLike, vocab: Vocab | str | None = None, *, verify: b
             to it here. Optional for bound artifacts.
         verify: re-bind against ``vocab`` and compare with the stored token tables, for
             artifacts from untrusted sources (structural checks always run).
+        limits: what the reader may allocate (:class:`~gramc.formats.limits.ReadLimits`):
+            every size the file declares is checked against them before it is used.
 
     Raises:
-        ArtifactFormatError: the file is corrupt, truncated, hostile or of another version.
+        ArtifactFormatError: the file is corrupt, truncated, hostile, over a limit or of
+            another version.
         VocabularyError: ``vocab`` does not match.
     """
-    meta, arrays = container.read_file(path)
-    return _from_container(meta, arrays, vocab, verify)
+    meta, arrays = container.read_file(path, limits)
+    return _from_container(meta, arrays, vocab, verify, limits)
 
 
-def _from_container(meta: dict, arrays: dict, vocab, verify: bool) -> Artifact:
-    art = read_artifact(meta, arrays)
+def _from_container(meta: dict, arrays: dict, vocab, verify: bool, limits: ReadLimits) -> Artifact:
+    art = read_artifact(meta, arrays, limits)
     vocab_obj = load_vocab(vocab) if vocab is not None else None
     if art.vocab is None:
         return art.bind(vocab_obj) if vocab_obj is not None else art
@@ -70,7 +76,7 @@ def _from_container(meta: dict, arrays: dict, vocab, verify: bool) -> Artifact:
     return art
 
 
-def read_artifact(meta: dict, arrays: dict) -> Artifact:
+def read_artifact(meta: dict, arrays: dict, limits: ReadLimits = DEFAULT_READ_LIMITS) -> Artifact:
     """Check a container's contents and decode them into a DFA or PDA artifact."""
     version = get_field(meta, "artifact_version", int)
     if version not in SUPPORTED_ARTIFACT_VERSIONS:
@@ -79,11 +85,11 @@ def read_artifact(meta: dict, arrays: dict) -> Artifact:
     require(kind in PAYLOAD_READERS, f"unknown artifact kind {kind!r} (this gramc reads "
             f"{' and '.join(map(repr, PAYLOAD_READERS))})")
     source = get_field(meta, "source", dict)
-    info = _read_vocab(meta)
-    return import_module(PAYLOAD_READERS[kind]).read_payload(meta, arrays, source, info)
+    info = _read_vocab(meta, limits)
+    return import_module(PAYLOAD_READERS[kind]).read_payload(meta, arrays, source, info, limits)
 
 
-def _read_vocab(meta: dict) -> VocabInfo | None:
+def _read_vocab(meta: dict, limits: ReadLimits) -> VocabInfo | None:
     """The ``vocab`` header (None for an unbound artifact), checked."""
     v = meta.get("vocab")
     if v is None:
@@ -93,7 +99,8 @@ def _read_vocab(meta: dict) -> VocabInfo | None:
     eos = get_field(v, "eos_ids", list, "metadata.vocab")
     require(all(isinstance(e, int) and 0 <= e < size for e in eos),
             "metadata.vocab.eos_ids must be token ids below the vocabulary size")
-    require(0 < size < 2**31, "metadata.vocab.size out of range")
+    require(0 < size <= limits.max_vocab_size,
+            f"metadata.vocab.size {size} outside [1, max_vocab_size={limits.max_vocab_size}]")
     return VocabInfo(
         name=get_field(v, "name", str, "metadata.vocab"),
         fingerprint=get_field(v, "fingerprint", str, "metadata.vocab"),

@@ -64,3 +64,19 @@ def no_extra(arrays: dict, *specs: ArraySpec) -> None:
     expected = set().union(*specs)
     extra = sorted(set(arrays) - expected)
     require(not extra, f"unexpected arrays {extra}")
+
+
+def grouped(keys: np.ndarray, n_keys: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(order, indptr)``: positions of ``keys`` sorted by key, and where each key's run
+    of ``order`` starts (CSR), for :func:`members`."""
+    order = np.argsort(keys, kind="stable")
+    return order, np.concatenate([[0], np.cumsum(np.bincount(keys, minlength=n_keys))])
+
+
+def members(order: np.ndarray, indptr: np.ndarray, keys: np.ndarray) -> np.ndarray:
+    """The positions whose key is one of ``keys`` (one run per key, concatenated): the
+    frontier step of the linear-time reachability checks."""
+    counts = indptr[keys + 1] - indptr[keys]
+    owner = np.repeat(np.arange(len(keys)), counts)
+    first = np.cumsum(counts) - counts
+    return order[indptr[keys][owner] + np.arange(int(counts.sum())) - first[owner]]
