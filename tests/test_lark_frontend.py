@@ -16,6 +16,7 @@ import lark
 import pytest
 from earley import EarleyOracle
 
+from paths import SHARED
 from gramc.compiler.frontends.lark import IGNORE_RULE, START_RULE, parse_lark
 from gramc.compiler.frontends.lark_terminals import (
     is_prefix_free,
@@ -46,7 +47,7 @@ from gramc.errors import (
     UnsupportedFeatureError,
 )
 
-CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpora" / "lark-vectors.dev.jsonl"
+CORPUS = SHARED / "corpora" / "lark-vectors.dev.jsonl"
 LARK_GRAMMARS = Path(lark.__file__).parent / "grammars"
 
 

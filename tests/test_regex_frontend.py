@@ -10,13 +10,13 @@ from __future__ import annotations
 import json
 import re
 import unicodedata
-from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from oracle import derive, fullmatch, is_viable_prefix, nullable
 
+from paths import SHARED
 from gramc.compiler.frontends.regex import REGEX_DIALECTS, parse_regex
 from gramc.compiler.ir import EMPTY, NOTHING, Expr, alt, byte_range, seq
 from gramc.compiler.unicode import (
@@ -35,7 +35,7 @@ from gramc.errors import (
 
 regex_pkg = pytest.importorskip("regex")
 
-CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpora" / "regex-vectors.dev.jsonl"
+CORPUS = SHARED / "corpora" / "regex-vectors.dev.jsonl"
 FAST = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 # ---------------------------------------------------------------- helpers over IR languages
