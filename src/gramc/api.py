@@ -16,6 +16,7 @@ from gramc import __version__
 from gramc.compiler.pipeline import CompileOptions, compile_source
 from gramc.limits import DEFAULT_LIMITS, Limits
 from gramc.runtime.artifact import ARTIFACT_VERSION, Artifact, load
+from gramc.runtime.counted import CountedArtifact
 from gramc.runtime.pda_artifact import PDAArtifact
 from gramc.vocab import Vocab, load_vocab
 
@@ -31,7 +32,7 @@ def compile(
     limits: Limits = DEFAULT_LIMITS,
     source_name: str = "<input>",
     progress: Callable[[str], None] | None = None,
-) -> Artifact | PDAArtifact:
+) -> Artifact | CountedArtifact | PDAArtifact:
     """Compile ``source`` into an artifact bound to ``vocab`` (unbound when None).
 
     Args:
@@ -62,7 +63,7 @@ def compile(
     report = progress or (lambda stage: None)
     special = vocab_obj.special_names if vocab_obj is not None else None
     compiled = compile_source(source, format, options, limits, source_name, report, special)
-    cls = Artifact if compiled.kind == "dfa" else PDAArtifact
+    cls = {"dfa": Artifact, "counted": CountedArtifact, "pda": PDAArtifact}[compiled.kind]
     if vocab_obj is None:
         artifact = cls(compiled.automaton, compiled.meta)
     else:

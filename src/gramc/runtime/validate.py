@@ -16,7 +16,9 @@ from gramc.automata.bind import TokenRows
 from gramc.automata.tables import DEAD, DFATable
 from gramc.errors import ArtifactFormatError, ArtifactVersionError
 
-SUPPORTED_ARTIFACT_VERSIONS = (1,)
+#: Layout 2 adds the ``counted`` kind (docs/format/gmask-v1.md, 11.6); ``dfa`` and ``pda``
+#: files are still written as layout 1.
+SUPPORTED_ARTIFACT_VERSIONS = (1, 2)
 
 _DFA_ARRAYS = {
     "dfa.delta": (np.int32, 2),
@@ -67,8 +69,10 @@ def _in_range(name: str, arr: np.ndarray, lo: int, hi: int) -> None:
                   f"is outside [{lo}, {hi})")
 
 
-def read_dfa(meta: dict, arrays: dict) -> DFATable:
-    """The DFA section, fully checked."""
+def read_dfa(meta: dict, arrays: dict, calls: np.ndarray | None = None) -> DFATable:
+    """The DFA section, fully checked. ``calls`` (already checked: a state per state, 0 for
+    none) are more edges for the check that every state can reach acceptance: a counted DFA's
+    calls, whose items cannot be empty."""
     _check_arrays(arrays, _DFA_ARRAYS)
     delta, classes = arrays["dfa.delta"], arrays["dfa.byte_class"]
     token_ids, accept = arrays["dfa.token_ids"], arrays["dfa.accept"]
@@ -85,7 +89,7 @@ def read_dfa(meta: dict, arrays: dict) -> DFATable:
     _require(not delta[DEAD].any() and not accept[DEAD], "state 0 must be the dead state")
     start = _get(_get(meta, "dfa", dict), "start", int, "metadata.dfa")
     _require(0 <= start < n_states, f"metadata.dfa.start {start} outside [0, {n_states})")
-    _check_coreachable(delta, accept)
+    _check_coreachable(delta if calls is None else np.column_stack([delta, calls]), accept)
     return DFATable(delta=delta, byte_class=classes, token_ids=token_ids, accept=accept, start=start)
 
 
@@ -115,8 +119,9 @@ def _check_coreachable(delta: np.ndarray, accept: np.ndarray) -> None:
     _require(not len(bad), f"dfa: state {int(bad[0]) if len(bad) else 0} cannot reach an accepting state")
 
 
-def read_rows(arrays: dict, n_states: int, vocab_size: int) -> TokenRows:
-    """The token-table section, fully checked against the DFA's state count and vocabulary."""
+def read_rows(arrays: dict, n_states: int, vocab_size: int, n_targets: int | None = None) -> TokenRows:
+    """The token-table section, fully checked against the DFA's state count and vocabulary
+    (next states in ``[1, n_targets)``, ``n_targets`` the state count by default)."""
     _check_arrays(arrays, _TOKEN_ARRAYS)
     indptr, ids = arrays["tokens.indptr"], arrays["tokens.ids"]
     nxt, forced = arrays["tokens.next"], arrays["tokens.forced"]
@@ -126,7 +131,7 @@ def read_rows(arrays: dict, n_states: int, vocab_size: int) -> TokenRows:
     _require(bool(np.all(np.diff(indptr) >= 0)), "tokens.indptr must be non-decreasing")
     _require(nxt.shape == ids.shape, "tokens.next and tokens.ids differ in length")
     _in_range("tokens.ids", ids, 0, vocab_size)
-    _in_range("tokens.next", nxt, 1, n_states)  # an allowed token never leads to the dead state
+    _in_range("tokens.next", nxt, 1, n_targets or n_states)  # an allowed token never leads to the dead state
     _in_range("tokens.forced", forced, -1, vocab_size)
     row_start = np.zeros(len(ids), dtype=bool)
     row_start[indptr[:-1][np.diff(indptr) > 0]] = True
@@ -179,9 +184,15 @@ def read_artifact(meta: dict, arrays: dict):
     if version not in SUPPORTED_ARTIFACT_VERSIONS:
         raise ArtifactVersionError((version, 0), f"artifact layout {SUPPORTED_ARTIFACT_VERSIONS}")
     kind = _get(meta, "kind", str)
-    _require(kind in ("dfa", "pda"), f"unknown artifact kind {kind!r} (this gramc reads 'dfa' and 'pda')")
+    _require(kind in ("dfa", "pda", "counted"),
+             f"unknown artifact kind {kind!r} (this gramc reads 'dfa', 'pda' and 'counted')")
+    _require(kind != "counted" or version >= 2, "the 'counted' kind needs artifact layout 2")
     source = _get(meta, "source", dict)
     info = _read_vocab(meta)
+    if kind == "counted":
+        from gramc.runtime.counted import read_counted_artifact
+
+        return read_counted_artifact(meta, arrays, source, info)
     return (_read_dfa_artifact if kind == "dfa" else _read_pda_artifact)(meta, arrays, source, info)
 
 
@@ -279,10 +290,33 @@ def _check_productive(delta, accept, node_rule, rule_start, call_base: int) -> N
     _require(not len(bad), f"pda: node {int(bad[0]) if len(bad) else 0} cannot finish its rule")
 
 
+VOCAB_BYTES_ARRAYS = {
+    "vocab.bytes": (np.uint8, 1),
+    "vocab.lengths": (np.uint16, 1),
+    "vocab.special_ids": (np.int32, 1),
+}
+
+
+def read_token_bytes(arrays: dict, info):
+    """The vocabulary stored as token bytes (``vocab.*``), checked against its fingerprint."""
+    from gramc.runtime.pda_artifact import unpack_tokens
+    from gramc.vocab import Vocab
+
+    _check_arrays(arrays, VOCAB_BYTES_ARRAYS)
+    lengths, blob = arrays["vocab.lengths"], arrays["vocab.bytes"]
+    _require(lengths.shape == (info.size,) and int(lengths.sum(dtype=np.int64)) == len(blob),
+             "vocab.lengths must have one entry per token and add up to len(vocab.bytes)")
+    special = arrays["vocab.special_ids"]
+    _in_range("vocab.special_ids", special, 0, info.size)
+    vocab = Vocab(unpack_tokens(blob, lengths), special_ids=special.tolist(), eos_ids=info.eos_ids)
+    _require(vocab.fingerprint == info.fingerprint,
+             "the stored token bytes do not match the recorded vocabulary fingerprint")
+    return vocab
+
+
 def _read_pda_artifact(meta: dict, arrays: dict, source: dict, info):
     from gramc.automata.pda_bind import NodeTokens
-    from gramc.runtime.pda_artifact import pda_from_parts, unpack_tokens
-    from gramc.vocab import Vocab
+    from gramc.runtime.pda_artifact import pda_from_parts
 
     pda, depth = read_pda(meta, arrays)
     _no_extra(arrays, _PDA_ARRAYS, _NODE_ARRAYS if info else {})
@@ -290,15 +324,8 @@ def _read_pda_artifact(meta: dict, arrays: dict, source: dict, info):
         return pda_from_parts(pda, source, depth, None, None, None, ())
     _check_arrays(arrays, _NODE_ARRAYS)
     _in_range("pda.token_ids", pda.token_ids, 0, info.size)
-    lengths, blob = arrays["vocab.lengths"], arrays["vocab.bytes"]
-    _require(lengths.shape == (info.size,) and int(lengths.sum(dtype=np.int64)) == len(blob),
-             "vocab.lengths must have one entry per token and add up to len(vocab.bytes)")
-    special = arrays["vocab.special_ids"]
-    _in_range("vocab.special_ids", special, 0, info.size)
-    tokens = unpack_tokens(blob, lengths)
-    vocab = Vocab(tokens, special_ids=special.tolist(), eos_ids=info.eos_ids)
-    _require(vocab.fingerprint == info.fingerprint,
-             "the stored token bytes do not match the recorded vocabulary fingerprint")
+    vocab = read_token_bytes(arrays, info)
+    tokens = vocab.tokens
     acc, indptr, ids = arrays["nodes.accepted"], arrays["nodes.unc_indptr"], arrays["nodes.unc_ids"]
     n = pda.n_nodes - 1
     _require(acc.shape == (n, (info.size + 31) // 32), "nodes.accepted must have one mask row per node")

@@ -1,0 +1,417 @@
+"""Counted DFA artifacts: regular grammars whose large bounded repetitions are counters.
+
+A :class:`~gramc.automata.counted.CountedDFA` numbers outer states and counter states
+``(site, count, item state)`` in one space; a matcher keeps one number, as for a DFA.
+
+Outer states are bound like a DFA's, by the token walk over the counted DFA read as a plain
+DFA for a token's length (:meth:`~gramc.automata.counted.CountedDFA.expanded`): their rows are
+stored in the artifact. Counter states are never bound one by one (a string with
+``maxLength`` 100,000 has millions). A token read from an item state starts the same number
+of *further* iterations at every count, and the item cannot be read ambiguously, so per item
+state the vocabulary is walked once through the item looped on itself, counted
+(:func:`~gramc.runtime.pda_counted.counted_slice`, as for a PDA's counted chains): a state with
+``r`` iterations left and ``need`` more needed takes the tokens that start at most ``r``, and
+of the tokens that leave the repetition (an exit byte at an iteration's end), those that leave
+after at least ``need`` and at most ``r``, walked on from the return state. A mask therefore
+depends on the count only through ``min(r, L)`` and ``min(need, L + 1)`` (``L`` the longest
+token), which keys a bounded cache of rows. Commits from a counter state read the token's own
+bytes.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from gramc.automata.bind import TokenRows, bind_states, forced_lengths
+from gramc.automata.counted import CountedDFA
+from gramc.automata.tables import DEAD
+from gramc.automata.trie import TokenTrie, trie_for
+from gramc.errors import ArtifactFormatError
+from gramc.runtime.artifact import ArtifactBase, VocabInfo
+from gramc.runtime.bitmask import n_words, pack_rows, set_bits, unpack_row
+from gramc.runtime.matcher import DFAMatcher
+from gramc.vocab import Vocab
+
+#: Artifact layout version of counted artifacts (layout 1 plus the ``counted`` kind).
+COUNTED_ARTIFACT_VERSION = 2
+#: Bytes of packed counter-state rows and bool masks a table caches (each kind), beyond which
+#: the cache starts over.
+ROW_CACHE_BYTES = 64 << 20
+#: Counted slices a table keeps by (site, item state) before it starts over (they are also
+#: shared by shape, see :mod:`gramc.runtime.pda_counted`).
+MAX_SLICES = 4096
+
+
+class CountedTokenTable:
+    """Masks and next states of a :class:`CountedDFA` bound to a vocabulary (module doc).
+
+    ``rows`` are the outer states' token rows (next states as counted-DFA ids), or None to
+    bind each outer state on first use (lazy)."""
+
+    def __init__(self, cdfa: CountedDFA, trie: TokenTrie, tokens: list[bytes], special_ids,
+                 eos_ids, rows: TokenRows | None):
+        self.cdfa, self.trie = cdfa, trie
+        self.token_bytes, self.special = tokens, frozenset(special_ids)
+        self.vocab_size = trie.vocab_size
+        self.eos_ids = tuple(eos_ids)
+        self._eos = np.array(self.eos_ids, dtype=np.int64)
+        walk_table, self._walk_ids = cdfa.expanded(trie.max_len)
+        self._walk_table = walk_table
+        self._walk_delta = np.require(walk_table.delta, np.int32, ["C", "W"])
+        self._walk_class = np.ascontiguousarray(walk_table.byte_class, dtype=np.int64)
+        self._forced_len: np.ndarray | None = None
+        self._buffers = None
+        n = cdfa.n_outer
+        self._ids: list[np.ndarray | None] = [None] * n
+        self._next: list[np.ndarray | None] = [None] * n
+        self._forced = np.full(n, -2, dtype=np.int32)  # -2: not bound yet
+        self._outer_words: dict[int, np.ndarray] = {}
+        self._rows: dict[tuple, np.ndarray] = {}
+        self._masks: dict[tuple, np.ndarray] = {}
+        self._slices: dict[tuple[int, int], Any] = {}
+        self.is_lazy = rows is None
+        if rows is not None:
+            self._install(rows)
+
+    # ------------------------------------------------------------ outer states
+
+    def _bind(self, states: np.ndarray) -> TokenRows:
+        """Rows of outer ``states`` by the token walk, next states as counted-DFA ids."""
+        if self._forced_len is None:
+            self._forced_len = forced_lengths(self._walk_table)
+        rows = bind_states(self._walk_table, self.trie, states, self._forced_len)
+        nxt = self._walk_ids[rows.next_state].astype(np.int32)
+        return TokenRows(rows.states, rows.indptr, rows.token_ids, nxt, rows.forced_token)
+
+    def _install(self, rows: TokenRows) -> None:
+        for k, q in enumerate(rows.states.tolist()):
+            a, b = rows.indptr[k], rows.indptr[k + 1]
+            self._ids[q], self._next[q] = rows.token_ids[a:b], rows.next_state[a:b]
+            self._forced[q] = rows.forced_token[k]
+
+    def _row(self, q: int) -> tuple[np.ndarray, np.ndarray]:
+        if self._ids[q] is None:
+            self._install(self._bind(np.array([q], dtype=np.int64)))
+        return self._ids[q], self._next[q]
+
+    def all_rows(self) -> TokenRows:
+        """Rows of every outer state (binding those not bound yet), for writing an artifact."""
+        missing = [q for q, ids in enumerate(self._ids) if ids is None]
+        if missing:
+            self._install(self._bind(np.array(missing, dtype=np.int64)))
+        counts = np.array([len(i) for i in self._ids], dtype=np.int64)
+        return TokenRows(states=np.arange(self.cdfa.n_outer), indptr=np.concatenate([[0], np.cumsum(counts)]),
+                         token_ids=np.concatenate(self._ids).astype(np.int32),
+                         next_state=np.concatenate(self._next).astype(np.int32), forced_token=self._forced.copy())
+
+    # ------------------------------------------------------------ masks
+
+    @property
+    def n_words(self) -> int:
+        return n_words(self.vocab_size)
+
+    def row_views(self, dtype) -> None:
+        """No per-state row list (counter states are not enumerable): masks go by :meth:`words`."""
+        return None
+
+    def words(self, q: int) -> np.ndarray:
+        """The packed mask row of state ``q`` (EOS included where ``q`` accepts); read-only."""
+        if q < self.cdfa.n_outer:
+            row = self._outer_words.get(q)
+            if row is None:
+                ids, _ = self._row(q)
+                row = np.zeros(self.n_words, dtype=np.uint32)
+                set_bits(row, ids)
+                if self.cdfa.outer.accept[q]:
+                    set_bits(row, self._eos)
+                row.flags.writeable = False
+                self._outer_words[q] = row
+            return row
+        j, c, i = self.cdfa.decode(q)
+        _, lo, hi, _ = self.cdfa.site_info(j)
+        max_u = self.trie.max_len
+        key = (j, i, min(hi - c, max_u), min(max(lo - c, 0), max_u + 1))
+        row = self._rows.get(key)
+        if row is None:
+            if len(self._rows) * self.n_words * 4 >= ROW_CACHE_BYTES:
+                self._rows.clear()
+            row = self._rows[key] = self._counter_words(j, i, *key[2:], self.cdfa.accepts(q))
+        return row
+
+    def _counter_words(self, j: int, i: int, left: int, need: int, accepting: bool) -> np.ndarray:
+        """The row of item state ``i`` of site ``j`` with ``left`` further iterations allowed
+        and ``need`` needed before the repetition may be left (both capped: module doc)."""
+        from gramc.automata.walk import set_walked, walk  # numba: imported on first use
+
+        found = self._slice(j, i)
+        row = found.words(left).copy()
+        exits = found.exits
+        a = int(np.searchsorted(exits[:, 3], need, side="left"))
+        b = int(found.exit_le[min(left, found.max_u)])
+        if b > a:
+            ret = self.cdfa.site_info(j)[3]
+            trie, buf = self.trie, self._walk_buffers()
+            buf.ranges[: b - a] = exits[a:b]
+            buf.ranges[: b - a, 3] = ret  # an outer state: the same id in the walk table
+            ne, _, _, _ = walk(self._walk_delta, self._walk_class, trie.blob, trie.offsets, trie.lengths, trie.lcp,
+                               trie.skip, trie.max_len, buf.ranges, b - a, np.zeros(0, dtype=np.bool_), False,
+                               buf.pos, buf.next, 0, buf.hits, buf.pending, buf.missing)
+            set_walked(row, trie.sorted_ids, buf.pos, ne)
+        if accepting:
+            set_bits(row, self._eos)
+        row.flags.writeable = False
+        return row
+
+    def _slice(self, j: int, i: int):
+        """The counted slice of item state ``i`` at site ``j`` (its exit bytes are what the
+        site's return state reads)."""
+        from gramc.runtime.pda_counted import counted_slice  # numba: imported on first use
+
+        found = self._slices.get((j, i))
+        if found is None:
+            k, _, _, ret = self.cdfa.site_info(j)
+            item = self.cdfa.items[k]
+            targets = item.delta[1:][:, item.byte_class].astype(np.int64)
+            rows = targets - 1  # local ids 0..w-1, -1 dead
+            exit_bytes = self.cdfa.outer_live_bytes(ret)
+            if len(self._slices) >= MAX_SLICES:
+                self._slices.clear()
+            found = self._slices[(j, i)] = counted_slice(rows, item.accept[1:].astype(bool), exit_bytes,
+                                                         item.start - 1, i - 1, self.trie.max_len, self.trie,
+                                                         self._walk_buffers())
+        return found
+
+    def _walk_buffers(self):
+        if self._buffers is None:
+            from gramc.automata.walk import WalkBuffers
+
+            self._buffers = WalkBuffers(len(self.trie.sorted_ids))
+        return self._buffers
+
+    def mask(self, q: int, size: int) -> np.ndarray:
+        """A read-only bool mask of length ``size`` for state ``q`` (cached)."""
+        key = (self._mask_key(q), size)
+        mask = self._masks.get(key)
+        if mask is None:
+            if len(self._masks) * size >= ROW_CACHE_BYTES:
+                self._masks.clear()
+            mask = unpack_row(self.words(q), size)
+            mask.flags.writeable = False
+            self._masks[key] = mask
+        return mask
+
+    def _mask_key(self, q: int) -> Any:
+        """What a state's mask depends on (counter states of one site share most masks)."""
+        if q < self.cdfa.n_outer:
+            return q
+        j, c, i = self.cdfa.decode(q)
+        _, lo, hi, _ = self.cdfa.site_info(j)
+        max_u = self.trie.max_len
+        return (j, i, min(hi - c, max_u), min(max(lo - c, 0), max_u + 1))
+
+    # ------------------------------------------------------------ commits
+
+    def next_state(self, q: int, token: int) -> int:
+        """The state after ``token`` from ``q``, or DEAD when it is not allowed."""
+        if q < self.cdfa.n_outer:
+            ids, nxt = self._row(q)
+            i = int(ids.searchsorted(token))
+            return int(nxt[i]) if i < len(ids) and ids[i] == token else DEAD
+        data = self.trie.token_bytes(token)
+        return DEAD if data is None else self.cdfa.step_bytes(q, data)
+
+    def forced(self, q: int) -> int:
+        """The forced (jump-forward) token of ``q``: the longest (then lowest-id) token that
+        lies within the bytes the language forces from there, or -1."""
+        if q < self.cdfa.n_outer:
+            self._row(q)
+            return int(self._forced[q])
+        forced = self.cdfa.forced_bytes(q, self.trie.max_len)
+        for n in range(len(forced), 0, -1):
+            token = self._token_of(forced[:n])
+            if token >= 0:
+                return token
+        return -1
+
+    def _token_of(self, data: bytes) -> int:
+        """The lowest token id spelled exactly ``data``, or -1 (the trie is sorted by bytes,
+        then id)."""
+        trie = self.trie
+        blob, offsets, lengths = trie.blob, trie.offsets, trie.lengths
+
+        def spelled(p: int) -> bytes:
+            return blob[offsets[p] : offsets[p] + lengths[p]].tobytes()
+
+        p = bisect_left(range(len(trie.sorted_ids)), data, key=spelled)
+        return int(trie.sorted_ids[p]) if p < len(trie.sorted_ids) and spelled(p) == data else -1
+
+    # ------------------------------------------------------------ whole tables
+
+    def packed_words(self):
+        raise ArtifactFormatError("a counted DFA has no table of every state's row: "
+                                  "masks of counter states are made as they are met")
+
+    csr = packed_words
+
+
+class CountedDFAMatcher(DFAMatcher):
+    """A matcher over a counted DFA: the state is one id (outer or counter state)."""
+
+    __slots__ = ()
+
+    def _start(self) -> int:
+        return self._artifact.cdfa.start
+
+    def _step_bytes(self, state: int, data: bytes) -> int | None:
+        nxt = self._artifact.cdfa.step_bytes(state, data)
+        return None if nxt == DEAD else nxt
+
+    def _complete(self, state: int) -> bool:
+        return self._artifact.cdfa.accepts(state)
+
+
+@dataclass(eq=False)
+class CountedArtifact(ArtifactBase):
+    """A compiled regular grammar with counted repetitions, bound to a vocabulary or not.
+
+    Bound, it stores the vocabulary's token bytes as a PDA artifact does: counter-state masks
+    are made at run time, by walking the tokens."""
+
+    cdfa: CountedDFA
+    meta: dict[str, Any]
+    vocab: VocabInfo | None = None
+    _table: CountedTokenTable | None = field(default=None, repr=False)
+
+    kind = "counted"
+
+    @classmethod
+    def bound(cls, cdfa: CountedDFA, meta: dict, vocab: Vocab, *, lazy: bool = False) -> "CountedArtifact":
+        """Bind ``cdfa`` to ``vocab``: the outer states now (eager) or on first use (lazy)."""
+        trie = trie_for(vocab)
+        table = CountedTokenTable(cdfa, trie, vocab.tokens, vocab.special_ids, vocab.eos_ids, None)
+        if not lazy:
+            table.all_rows()
+            table.is_lazy = False
+        return cls(cdfa, meta, VocabInfo.of(vocab), table)
+
+    def _unbound_copy_args(self) -> tuple:
+        return (self.cdfa, self.meta)
+
+    def _matcher_class(self):
+        return CountedDFAMatcher
+
+    def _header(self, automaton: dict) -> dict:
+        return {**super()._header(automaton), "artifact_version": COUNTED_ARTIFACT_VERSION}
+
+    def to_arrays(self) -> tuple[dict, dict[str, np.ndarray]]:
+        """The container metadata and arrays (a lazy table binds its outer states first)."""
+        from gramc.runtime.pda_artifact import _pack_tokens
+
+        cdfa = self.cdfa
+        meta = self._header({"start": int(cdfa.start), "bounds": cdfa.bounds.tolist(),
+                             "item_starts": [int(item.start) for item in cdfa.items]})
+        stored = cdfa.arrays()
+        arrays = {(f"counted.{k}" if k in COUNTED_ARRAYS else f"dfa.{k}"): v for k, v in stored.items()}
+        if self._table is not None:
+            rows = self._table.all_rows()
+            blob, lengths = _pack_tokens(self._table.token_bytes)
+            arrays.update({
+                "tokens.indptr": rows.indptr.astype(np.int64),
+                "tokens.ids": rows.token_ids.astype(np.int32),
+                "tokens.next": rows.next_state.astype(np.int32),
+                "tokens.forced": rows.forced_token.astype(np.int32),
+                "vocab.bytes": blob,
+                "vocab.lengths": lengths,
+                "vocab.special_ids": np.array(sorted(self._table.special), dtype=np.int32),
+            })
+        return meta, arrays
+
+    def describe(self) -> dict[str, Any]:
+        """A summary for ``gramc inspect``."""
+        out = self._describe()
+        cdfa = self.cdfa
+        out.update(states=cdfa.n_outer, byte_classes=cdfa.outer.n_byte_classes,
+                   counters=[{"min": int(lo), "max": int(hi), "item_states": int(w)}
+                             for (lo, hi), w in zip(cdfa.bounds.tolist(), cdfa.widths.tolist())],
+                   counted_states=cdfa.n_states)
+        if self._table is not None and not self._table.is_lazy:
+            out["token_transitions"] = int(self._table.all_rows().indptr[-1])
+        return out
+
+
+#: The counted section's arrays (``counted.<name>``), dtype and dimensions.
+COUNTED_ARRAYS = {
+    "call_kind": (np.int32, 1),
+    "call_next": (np.int32, 1),
+    "item_offset": (np.int64, 1),
+    "item_byte_class": (np.uint8, 2),
+    "item_delta": (np.int32, 2),
+    "item_accept": (np.bool_, 1),
+}
+
+
+# ---------------------------------------------------------------- reading
+
+
+def read_counted_artifact(meta: dict, arrays: dict, source: dict, info: VocabInfo | None) -> CountedArtifact:
+    """A counted artifact from an untrusted container, every array checked against its
+    meaning (docs/format/gmask-v1.md, 11.6) before any of it is used."""
+    from gramc.automata.counted import MAX_COUNTED_STATES, item_is_countable, unambiguous
+    from gramc.automata.tables import DFATable
+    from gramc.runtime.validate import (_check_arrays, _check_coreachable, _get, _in_range, _no_extra,
+                                        _require, _TOKEN_ARRAYS, VOCAB_BYTES_ARRAYS, _DFA_ARRAYS,
+                                        read_dfa, read_rows, read_token_bytes)
+
+    spec = {f"counted.{k}": v for k, v in COUNTED_ARRAYS.items()}
+    _no_extra(arrays, _DFA_ARRAYS, spec, {**_TOKEN_ARRAYS, **VOCAB_BYTES_ARRAYS} if info else {})
+    _check_arrays(arrays, _DFA_ARRAYS)
+    _check_arrays(arrays, spec)
+    section = _get(meta, "counted", dict)
+    n_outer = arrays["dfa.delta"].shape[0]
+    kind, ret = arrays["counted.call_kind"], arrays["counted.call_next"]
+    bounds = _get(section, "bounds", list, "metadata.counted")
+    starts = _get(section, "item_starts", list, "metadata.counted")
+    n_items = len(bounds)
+    _require(n_items >= 1 and len(starts) == n_items, "metadata.counted must give bounds and a start per counter")
+    _require(all(isinstance(b, list) and len(b) == 2 and all(type(v) is int for v in b) and 1 <= b[0] <= b[1] < 2**31
+                 for b in bounds), "metadata.counted.bounds must be [min, max] pairs with 1 <= min <= max < 2^31")
+    _require(kind.shape == (n_outer,) and ret.shape == (n_outer,), "counted.call_* must have one entry per state")
+    _in_range("counted.call_kind", kind, -1, n_items)
+    _in_range("counted.call_next", ret, 0, n_outer)
+    _require(bool(np.all((ret != DEAD) == (kind >= 0))), "counted.call_next must name a state exactly where a call is")
+    _require(len(arrays["dfa.token_ids"]) == 0, "a counted DFA has no special-token columns")
+    outer = read_dfa({"dfa": _get(meta, "counted", dict)}, arrays, ret)
+    offset, classes = arrays["counted.item_offset"], arrays["counted.item_byte_class"]
+    delta, accept = arrays["counted.item_delta"], arrays["counted.item_accept"]
+    _require(offset.shape == (n_items + 1,) and offset[0] == 0 and offset[-1] == len(delta)
+             and bool(np.all(np.diff(offset) >= 2)), "counted.item_offset must run from 0 to the item states, "
+             "two states (the dead one and the start) at least per item")
+    _require(classes.shape == (n_items, 256) and accept.shape == (len(delta),) and delta.shape[1] >= 1,
+             "counted.item_* arrays differ in shape")
+    _in_range("counted.item_byte_class", classes, 0, delta.shape[1])
+    items = []
+    for k in range(n_items):
+        a, b = int(offset[k]), int(offset[k + 1])
+        sub, acc = delta[a:b], accept[a:b]
+        _in_range("counted.item_delta", sub, 0, b - a)
+        start = starts[k]
+        _require(type(start) is int and 0 < start < b - a, f"counter {k}: item start out of range")
+        _require(not sub[DEAD].any() and not acc[DEAD], f"counter {k}: item state 0 must be the dead state")
+        _check_coreachable(sub, acc)
+        item = DFATable(delta=sub, byte_class=classes[k], token_ids=np.zeros(0, dtype=np.int32), accept=acc, start=start)
+        _require(item_is_countable(item), f"counter {k}: the item may be empty, is too large, or reads on "
+                 "from an accepting state")
+        items.append(item)
+    cdfa = CountedDFA(outer, kind, ret, tuple(items), np.array(bounds, dtype=np.int64))
+    _require(cdfa.n_states <= MAX_COUNTED_STATES, "the counted DFA has more states than int32 ids can number")
+    _require(unambiguous(cdfa), "a call of the counted DFA cannot be read unambiguously")
+    if info is None:
+        return CountedArtifact(cdfa, source)
+    vocab = read_token_bytes(arrays, info)
+    rows = read_rows(arrays, n_outer, info.size, cdfa.n_states)
+    table = CountedTokenTable(cdfa, trie_for(vocab), vocab.tokens, vocab.special_ids, info.eos_ids, rows)
+    return CountedArtifact(cdfa, source, info, table)
