@@ -98,7 +98,7 @@ def test_hostile_contents_are_rejected_with_a_clear_message(art, change, message
 
 
 def test_newer_artifact_layout_is_a_version_error(art):
-    data = _tamper(art, x=lambda m, a: m.__setitem__("artifact_version", 2))
+    data = _tamper(art, x=lambda m, a: m.__setitem__("artifact_version", 3))
     with pytest.raises(ArtifactVersionError):
         gramc.from_bytes(data)
 

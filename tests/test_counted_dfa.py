@@ -368,3 +368,24 @@ def test_batch_matcher_runs_counted_artifacts_per_request():
         t = int(rng.choice(allowed.tolist()))
         batch.commit(np.array([t]), ["x"])
         m.commit_token(t)
+
+
+def test_check_reports_like_the_unrolled_dfa():
+    from gramc.runtime.check import check_artifact, check_bytes
+
+    g = optimize(Grammar.single(seq(literal(b"<"), repeat(seq(literal(b"a"), repeat(literal(b"b"), 0, 1),
+                                                             literal(b";")), 2, 9), literal(b">"))))
+    counted = CountedArtifact(build_counted_dfa(g, min_states=1), {})
+    unrolled = build_dfa(g)
+    rng = random.Random(2)
+    for _ in range(300):
+        data = b"<" + bytes(rng.choice(b"ab;>") for _ in range(rng.randint(0, 30)))
+        assert check_artifact(counted, data) == check_bytes(unrolled, data), data
+
+
+def test_text_form_names_the_counters():
+    from gramc.automata.text import format_automaton
+
+    art, _ = _small_counted()
+    text = format_automaton(art)
+    assert "counter0() -> " in text and "counter0 {2,3000} of:" in text

@@ -30,7 +30,6 @@ from gramc.automata.bind import TokenRows, bind_states, forced_lengths
 from gramc.automata.counted import CountedDFA
 from gramc.automata.tables import DEAD
 from gramc.automata.trie import TokenTrie, trie_for
-from gramc.errors import ArtifactFormatError
 from gramc.runtime.artifact import ArtifactBase, VocabInfo
 from gramc.runtime.bitmask import n_words, pack_rows, set_bits, unpack_row
 from gramc.runtime.matcher import DFAMatcher
@@ -49,11 +48,11 @@ MAX_SLICES = 4096
 class CountedTokenTable:
     """Masks and next states of a :class:`CountedDFA` bound to a vocabulary (module doc).
 
-    ``rows`` are the outer states' token rows (next states as counted-DFA ids), or None to
-    bind each outer state on first use (lazy)."""
+    ``rows`` are the outer states' token rows (next states as counted-DFA ids); without them
+    the outer states are bound now, or each on first use when ``lazy``."""
 
     def __init__(self, cdfa: CountedDFA, trie: TokenTrie, tokens: list[bytes], special_ids,
-                 eos_ids, rows: TokenRows | None):
+                 eos_ids, rows: TokenRows | None = None, lazy: bool = False):
         self.cdfa, self.trie = cdfa, trie
         self.token_bytes, self.special = tokens, frozenset(special_ids)
         self.vocab_size = trie.vocab_size
@@ -73,9 +72,11 @@ class CountedTokenTable:
         self._rows: dict[tuple, np.ndarray] = {}
         self._masks: dict[tuple, np.ndarray] = {}
         self._slices: dict[tuple[int, int], Any] = {}
-        self.is_lazy = rows is None
+        self.is_lazy = rows is None and lazy
         if rows is not None:
             self._install(rows)
+        elif not lazy:
+            self.all_rows()
 
     # ------------------------------------------------------------ outer states
 
@@ -131,15 +132,12 @@ class CountedTokenTable:
                 row.flags.writeable = False
                 self._outer_words[q] = row
             return row
-        j, c, i = self.cdfa.decode(q)
-        _, lo, hi, _ = self.cdfa.site_info(j)
-        max_u = self.trie.max_len
-        key = (j, i, min(hi - c, max_u), min(max(lo - c, 0), max_u + 1))
+        key = self._mask_key(q)
         row = self._rows.get(key)
         if row is None:
             if len(self._rows) * self.n_words * 4 >= ROW_CACHE_BYTES:
                 self._rows.clear()
-            row = self._rows[key] = self._counter_words(j, i, *key[2:], self.cdfa.accepts(q))
+            row = self._rows[key] = self._counter_words(*key, self.cdfa.accepts(q))
         return row
 
     def _counter_words(self, j: int, i: int, left: int, need: int, accepting: bool) -> np.ndarray:
@@ -205,7 +203,8 @@ class CountedTokenTable:
         return mask
 
     def _mask_key(self, q: int) -> Any:
-        """What a state's mask depends on (counter states of one site share most masks)."""
+        """What a state's mask depends on: an outer state's number; a counter state's site and
+        item state with its iterations left and still needed, capped (module doc)."""
         if q < self.cdfa.n_outer:
             return q
         j, c, i = self.cdfa.decode(q)
@@ -249,14 +248,6 @@ class CountedTokenTable:
         p = bisect_left(range(len(trie.sorted_ids)), data, key=spelled)
         return int(trie.sorted_ids[p]) if p < len(trie.sorted_ids) and spelled(p) == data else -1
 
-    # ------------------------------------------------------------ whole tables
-
-    def packed_words(self):
-        raise ArtifactFormatError("a counted DFA has no table of every state's row: "
-                                  "masks of counter states are made as they are met")
-
-    csr = packed_words
-
 
 class CountedDFAMatcher(DFAMatcher):
     """A matcher over a counted DFA: the state is one id (outer or counter state)."""
@@ -292,10 +283,7 @@ class CountedArtifact(ArtifactBase):
     def bound(cls, cdfa: CountedDFA, meta: dict, vocab: Vocab, *, lazy: bool = False) -> "CountedArtifact":
         """Bind ``cdfa`` to ``vocab``: the outer states now (eager) or on first use (lazy)."""
         trie = trie_for(vocab)
-        table = CountedTokenTable(cdfa, trie, vocab.tokens, vocab.special_ids, vocab.eos_ids, None)
-        if not lazy:
-            table.all_rows()
-            table.is_lazy = False
+        table = CountedTokenTable(cdfa, trie, vocab.tokens, vocab.special_ids, vocab.eos_ids, lazy=lazy)
         return cls(cdfa, meta, VocabInfo.of(vocab), table)
 
     def _unbound_copy_args(self) -> tuple:
