@@ -49,19 +49,21 @@ class CountedTokenTable:
     """Masks and next states of a :class:`CountedDFA` bound to a vocabulary (module doc).
 
     ``rows`` are the outer states' token rows (next states as counted-DFA ids); without them
-    the outer states are bound now, or each on first use when ``lazy``."""
+    the outer states are bound now, or each on first use when ``lazy``. The token trie and
+    the walk table are made on first use: a loaded artifact's outer masks and every commit
+    need neither."""
 
-    def __init__(self, cdfa: CountedDFA, trie: TokenTrie, tokens: list[bytes], special_ids,
-                 eos_ids, rows: TokenRows | None = None, lazy: bool = False):
-        self.cdfa, self.trie = cdfa, trie
-        self.token_bytes, self.special = tokens, frozenset(special_ids)
-        self.vocab_size = trie.vocab_size
-        self.eos_ids = tuple(eos_ids)
+    def __init__(self, cdfa: CountedDFA, vocab: Vocab, rows: TokenRows | None = None, lazy: bool = False):
+        self.cdfa, self._vocab = cdfa, vocab
+        self.token_bytes, self.special = vocab.tokens, frozenset(vocab.special_ids)
+        self.vocab_size = vocab.size
+        self.eos_ids = tuple(vocab.eos_ids)
         self._eos = np.array(self.eos_ids, dtype=np.int64)
-        walk_table, self._walk_ids = cdfa.expanded(trie.max_len)
-        self._walk_table = walk_table
-        self._walk_delta = np.require(walk_table.delta, np.int32, ["C", "W"])
-        self._walk_class = np.ascontiguousarray(walk_table.byte_class, dtype=np.int64)
+        #: The longest byte-matched token (the trie's ``max_len``): no token starts more
+        #: further iterations, or reads further.
+        self.max_len = max((len(t) for i, t in enumerate(vocab.tokens) if i not in self.special), default=0)
+        self._trie: TokenTrie | None = None
+        self._walk: tuple | None = None
         self._forced_len: np.ndarray | None = None
         self._buffers = None
         n = cdfa.n_outer
@@ -80,12 +82,28 @@ class CountedTokenTable:
 
     # ------------------------------------------------------------ outer states
 
+    @property
+    def trie(self) -> TokenTrie:
+        if self._trie is None:
+            self._trie = trie_for(self._vocab)
+        return self._trie
+
+    def _walk_table(self) -> tuple:
+        """(the walk table, the counted-DFA id of each of its states, its delta and byte
+        classes as the walk kernel takes them)."""
+        if self._walk is None:
+            table, ids = self.cdfa.expanded(self.max_len)
+            self._walk = (table, ids, np.require(table.delta, np.int32, ["C", "W"]),
+                          np.ascontiguousarray(table.byte_class, dtype=np.int64))
+        return self._walk
+
     def _bind(self, states: np.ndarray) -> TokenRows:
         """Rows of outer ``states`` by the token walk, next states as counted-DFA ids."""
+        table, ids, _, _ = self._walk_table()
         if self._forced_len is None:
-            self._forced_len = forced_lengths(self._walk_table)
-        rows = bind_states(self._walk_table, self.trie, states, self._forced_len)
-        nxt = self._walk_ids[rows.next_state].astype(np.int32)
+            self._forced_len = forced_lengths(table)
+        rows = bind_states(table, self.trie, states, self._forced_len)
+        nxt = ids[rows.next_state].astype(np.int32)
         return TokenRows(rows.states, rows.indptr, rows.token_ids, nxt, rows.forced_token)
 
     def _install(self, rows: TokenRows) -> None:
@@ -153,9 +171,10 @@ class CountedTokenTable:
         if b > a:
             ret = self.cdfa.site_info(j)[3]
             trie, buf = self.trie, self._walk_buffers()
+            _, _, delta, byte_class = self._walk_table()
             buf.ranges[: b - a] = exits[a:b]
             buf.ranges[: b - a, 3] = ret  # an outer state: the same id in the walk table
-            ne, _, _, _ = walk(self._walk_delta, self._walk_class, trie.blob, trie.offsets, trie.lengths, trie.lcp,
+            ne, _, _, _ = walk(delta, byte_class, trie.blob, trie.offsets, trie.lengths, trie.lcp,
                                trie.skip, trie.max_len, buf.ranges, b - a, np.zeros(0, dtype=np.bool_), False,
                                buf.pos, buf.next, 0, buf.hits, buf.pending, buf.missing)
             set_walked(row, trie.sorted_ids, buf.pos, ne)
@@ -179,7 +198,7 @@ class CountedTokenTable:
             if len(self._slices) >= MAX_SLICES:
                 self._slices.clear()
             found = self._slices[(j, i)] = counted_slice(rows, item.accept[1:].astype(bool), exit_bytes,
-                                                         item.start - 1, i - 1, self.trie.max_len, self.trie,
+                                                         item.start - 1, i - 1, self.max_len, self.trie,
                                                          self._walk_buffers())
         return found
 
@@ -209,7 +228,7 @@ class CountedTokenTable:
             return q
         j, c, i = self.cdfa.decode(q)
         _, lo, hi, _ = self.cdfa.site_info(j)
-        max_u = self.trie.max_len
+        max_u = self.max_len
         return (j, i, min(hi - c, max_u), min(max(lo - c, 0), max_u + 1))
 
     # ------------------------------------------------------------ commits
@@ -220,8 +239,8 @@ class CountedTokenTable:
             ids, nxt = self._row(q)
             i = int(ids.searchsorted(token))
             return int(nxt[i]) if i < len(ids) and ids[i] == token else DEAD
-        data = self.trie.token_bytes(token)
-        return DEAD if data is None else self.cdfa.step_bytes(q, data)
+        data = self.token_bytes[token]
+        return DEAD if token in self.special or not data else self.cdfa.step_bytes(q, data)
 
     def forced(self, q: int) -> int:
         """The forced (jump-forward) token of ``q``: the longest (then lowest-id) token that
@@ -229,7 +248,7 @@ class CountedTokenTable:
         if q < self.cdfa.n_outer:
             self._row(q)
             return int(self._forced[q])
-        forced = self.cdfa.forced_bytes(q, self.trie.max_len)
+        forced = self.cdfa.forced_bytes(q, self.max_len)
         for n in range(len(forced), 0, -1):
             token = self._token_of(forced[:n])
             if token >= 0:
@@ -282,8 +301,7 @@ class CountedArtifact(ArtifactBase):
     @classmethod
     def bound(cls, cdfa: CountedDFA, meta: dict, vocab: Vocab, *, lazy: bool = False) -> "CountedArtifact":
         """Bind ``cdfa`` to ``vocab``: the outer states now (eager) or on first use (lazy)."""
-        trie = trie_for(vocab)
-        table = CountedTokenTable(cdfa, trie, vocab.tokens, vocab.special_ids, vocab.eos_ids, lazy=lazy)
+        table = CountedTokenTable(cdfa, vocab, lazy=lazy)
         return cls(cdfa, meta, VocabInfo.of(vocab), table)
 
     def _unbound_copy_args(self) -> tuple:
@@ -401,5 +419,5 @@ def read_counted_artifact(meta: dict, arrays: dict, source: dict, info: VocabInf
         return CountedArtifact(cdfa, source)
     vocab = read_token_bytes(arrays, info)
     rows = read_rows(arrays, n_outer, info.size, cdfa.n_states)
-    table = CountedTokenTable(cdfa, trie_for(vocab), vocab.tokens, vocab.special_ids, info.eos_ids, rows)
+    table = CountedTokenTable(cdfa, vocab, rows)
     return CountedArtifact(cdfa, source, info, table)
