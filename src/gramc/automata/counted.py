@@ -21,6 +21,7 @@ then the counter states of each site, site by site (:meth:`CountedDFA.encode`).
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -61,7 +62,7 @@ class CountedDFA:
     def start(self) -> int:
         return self.outer.start
 
-    @property
+    @cached_property
     def n_outer(self) -> int:
         return self.outer.n_states
 
@@ -91,23 +92,32 @@ class CountedDFA:
     def _site_of(self) -> dict[int, int]:
         return {int(p): j for j, p in enumerate(self.sites.tolist())}
 
+    @cached_property
+    def _site_list(self) -> tuple[list[int], list[tuple[int, int, int, int, int]]]:
+        """Per site, as Python ints (read at every step): its first id, and its
+        ``(kind, min, max, return state, item width)``."""
+        info = []
+        for p in self.sites.tolist():
+            k = int(self.call_kind[p])
+            info.append((k, int(self.bounds[k, 0]), int(self.bounds[k, 1]), int(self.call_next[p]),
+                         int(self.widths[k])))
+        return self.site_base.tolist(), info
+
     def encode(self, site: int, count: int, i: int) -> int:
         """The id of counter state ``(site, count, item state i)``."""
-        k = int(self.call_kind[self.sites[site]])
-        return int(self.site_base[site]) + (count - 1) * int(self.widths[k]) + i - 1
+        base, info = self._site_list
+        return base[site] + (count - 1) * info[site][4] + i - 1
 
     def decode(self, q: int) -> tuple[int, int, int]:
         """``(site, count, item state)`` of counter state ``q`` (``q >= n_outer``)."""
-        j = int(np.searchsorted(self.site_base, q, side="right")) - 1
-        w = int(self.widths[self.call_kind[self.sites[j]]])
-        c, i = divmod(q - int(self.site_base[j]), w)
+        base, info = self._site_list
+        j = bisect_right(base, q) - 1
+        c, i = divmod(q - base[j], info[j][4])
         return j, c + 1, i + 1
 
     def site_info(self, j: int) -> tuple[int, int, int, int]:
         """``(kind, min, max, return state)`` of site ``j``."""
-        p = int(self.sites[j])
-        k = int(self.call_kind[p])
-        return k, int(self.bounds[k, 0]), int(self.bounds[k, 1]), int(self.call_next[p])
+        return self._site_list[1][j][:4]
 
     # ------------------------------------------------------------ reading
 
@@ -152,12 +162,46 @@ class CountedDFA:
         return self.outer_step(ret, b) if c >= lo else DEAD
 
     def step_bytes(self, q: int, data: bytes) -> int:
-        """The state after reading ``data`` from ``q`` (DEAD if it dies)."""
-        for b in data:
-            q = self.step_byte(q, b)
+        """The state after reading ``data`` from ``q`` (DEAD if it dies): :meth:`step_byte`
+        byte by byte, with a counter state's site decoded once and its item read from plain
+        lists while the bytes stay inside the repetition (a commit inside a long string)."""
+        at, n = 0, len(data)
+        while at < n:
+            if q < self.n_outer:
+                q = self.outer_step(q, data[at])
+                at += 1
+            else:
+                j, c, i = self.decode(q)
+                k, lo, hi, ret = self.site_info(j)
+                moves, finals, first = self._item_lists(k)
+                while at < n:
+                    b = data[at]
+                    t = moves[i][b]
+                    if t == DEAD and finals[i]:
+                        if c < hi and first[b] != DEAD:
+                            c, t = c + 1, first[b]
+                        elif c >= lo:
+                            break  # leaves the repetition: the return state reads b
+                    if t == DEAD:
+                        return DEAD
+                    i, at = t, at + 1
+                else:
+                    return self.encode(j, c, i)
+                q = self.outer_step(ret, data[at])
+                at += 1
             if q == DEAD:
-                break
+                return DEAD
         return q
+
+    def _item_lists(self, k: int) -> tuple[list, list, list]:
+        """Counter ``k``'s item as lists: next state per (state, byte), accepting states, and
+        the first step per byte."""
+        key = ("lists", k)
+        if key not in self._cache:
+            item = self.items[k]
+            moves = item.delta[:, item.byte_class].tolist()
+            self._cache[key] = (moves, item.accept.tolist(), moves[item.start])
+        return self._cache[key]
 
     def accepts(self, q: int) -> bool:
         """Is the input read to ``q`` in the language?"""
