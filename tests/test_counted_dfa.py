@@ -127,6 +127,17 @@ def test_random_items_mask_like_the_unrolled_dfa(item, m, n, seed):
     random_walks(counted, unrolled, vocab, random.Random(seed), walks=3, steps=40)
 
 
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(item=exprs(max_leaves=4), m=st.integers(0, 30), n=st.integers(2, 30), seed=st.integers(0, 2**16))
+def test_random_items_on_gpt2_mask_like_the_unrolled_dfa(item, m, n, seed):
+    m = min(m, n)
+    body = seq(literal(b"<"), repeat(seq(item, literal(b";")), m, n), literal(b">"))
+    assume(build_counted_dfa(optimize(Grammar.single(body)), min_states=1) is not None)
+    vocab = _vocab_gpt2()
+    counted, unrolled = counted_and_unrolled(Grammar.single(body), vocab)
+    random_walks(counted, unrolled, vocab, random.Random(seed), walks=2, steps=30)
+
+
 def test_ambiguous_repetitions_are_unrolled():
     # "a" may follow the repetition and start an iteration; the item "a" | "ab" reads on from
     # an accepting state; two counters may start at one place: none is counted.
