@@ -112,7 +112,7 @@ def test_derived_tables_are_estimated_against_the_limit_before_allocating(art):
 
 
 def test_newer_artifact_layout_is_a_version_error(art):
-    data = _tamper(art, x=lambda m, a: m.__setitem__("artifact_version", 2))
+    data = _tamper(art, x=lambda m, a: m.__setitem__("artifact_version", 3))
     with pytest.raises(ArtifactVersionError):
         gramc.from_bytes(data)
 
@@ -211,7 +211,12 @@ def test_every_artifact_kind_is_a_gramc_artifact(art, pda_art):
     from gramc.runtime.dfa_artifact import DFAArtifact
     from gramc.runtime.pda_artifact import PDAArtifact
 
-    kinds = {"dfa": DFAArtifact, "pda": PDAArtifact}
+    from gramc.runtime.counted import CountedArtifact
+
+    kinds = {"dfa": DFAArtifact, "pda": PDAArtifact, "counted": CountedArtifact}
+    counted = gramc.compile("(ab){1,3000}", vocab=VOCAB)
+    assert counted.kind == "counted" and isinstance(counted, gramc.Artifact)
+    assert type(gramc.from_bytes(counted.to_bytes())) is CountedArtifact
     unbound = [gramc.compile(PATTERN), gramc.compile(PARENS, format="gbnf")]
     made = [art, pda_art, *unbound, *(u.bind(VOCAB if u.kind == "dfa" else PDA_VOCAB) for u in unbound),
             gramc.from_bytes(art.to_bytes()), gramc.from_bytes(pda_art.to_bytes()),
@@ -226,6 +231,7 @@ def test_artifact_kinds_share_one_interface():
     of its own (its only extra public names are its dataclass fields: the automaton)."""
     import dataclasses
 
+    from gramc.runtime.counted import CountedArtifact
     from gramc.runtime.dfa_artifact import DFAArtifact
     from gramc.runtime.pda_artifact import PDAArtifact
 
@@ -236,7 +242,7 @@ def test_artifact_kinds_share_one_interface():
     def public(cls):
         return {n for n in dir(cls) if not n.startswith("_")}
 
-    for kind in (DFAArtifact, PDAArtifact):
+    for kind in (DFAArtifact, CountedArtifact, PDAArtifact):
         assert issubclass(kind, gramc.Artifact) and not kind.__abstractmethods__, kind
         fields = {f.name for f in dataclasses.fields(kind)}
         assert public(kind) - fields - {"kind"} == public(gramc.Artifact), kind

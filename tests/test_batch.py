@@ -31,6 +31,8 @@ def arts():
         "num": gramc.compile("-?[12]+(ab)?", vocab=VOCAB),
         "lazy": gramc.compile("a[bc]*1?", vocab=VOCAB, lazy=True),
         "paren": gramc.compile('root ::= "(" root ")" | "x"', format="gbnf", vocab=VOCAB),
+        # A counted DFA (kind "counted"): its rows go through per-request matchers, as a PDA's.
+        "counted": gramc.compile("(ab|c){1,3000}1?", vocab=VOCAB),
     }
 
 

@@ -199,7 +199,9 @@ def test_mask_padding_for_wide_logits():
     m = artifact_for(repeat(literal(b"a"), 1, None), vocab).matcher()
     wide = m.mask(size=40)
     assert wide.shape == (40,) and wide.tolist()[:3] == [True, False, False] and not wide[3:].any()
-    assert m.mask(size=2).tolist() == [True, False]
+    with pytest.raises(ValueError, match="smaller than the vocabulary"):
+        m.mask(size=1)  # would drop allowed ids silently
+    assert m.logits_mask(1).tolist() == [True] and m.logits_mask(40).tolist() == wide.tolist()
     with pytest.raises(ValueError):
         m.mask()[0] = False  # cached masks are read-only
 

@@ -16,6 +16,7 @@ from gramc import __version__
 from gramc.compiler.pipeline import CompileOptions, compile_source
 from gramc.limits import DEFAULT_LIMITS, Limits
 from gramc.runtime.artifact import ARTIFACT_VERSION, Artifact
+from gramc.runtime.counted import CountedArtifact
 from gramc.runtime.dfa_artifact import DFAArtifact
 from gramc.runtime.pda_artifact import PDAArtifact
 from gramc.runtime.reader import load
@@ -67,7 +68,7 @@ def compile(
     report = progress or (lambda stage: None)
     special = vocab_obj.special_names if vocab_obj is not None else None
     compiled = compile_source(source, format, options, limits, source_name, report, special)
-    cls = DFAArtifact if compiled.kind == "dfa" else PDAArtifact
+    cls = {"dfa": DFAArtifact, "counted": CountedArtifact, "pda": PDAArtifact}[compiled.kind]
     if vocab_obj is None:
         artifact = cls(compiled.automaton, compiled.meta)
     else:

@@ -124,7 +124,7 @@ def compile_cmd(src: str, vocab_spec: str, eos: tuple[str, ...], output: str | N
     artifact.save(out)
     info = artifact.describe()
     vocab_text = f"{info['vocab']['name']} ({info['vocab']['size']} tokens)" if info["vocab"] else "unbound"
-    size = f"{info['states']} states" if info["kind"] == "dfa" else f"{len(info['rules'])} rules, {info['nodes']} nodes"
+    size = f"{info['states']} states" if info["kind"] in ("dfa", "counted") else f"{len(info['rules'])} rules, {info['nodes']} nodes"
     click.echo(
         f"wrote {out} ({out.stat().st_size:,} bytes): {info['kind']}, {size}, "
         f"vocab {vocab_text}, {time.perf_counter() - t0:.2f}s",

@@ -13,6 +13,8 @@ from typing import Callable, Mapping
 
 from gramc import __version__
 from gramc.automata.tables import DFATable
+from gramc.automata.counted import CountedDFA
+from gramc.compiler.counted import build_counted_dfa
 from gramc.compiler.dfa import build_dfa
 from gramc.compiler.frontends import FRONTENDS
 from gramc.automata.pda_table import PDATable
@@ -57,13 +59,14 @@ class CompileOptions:
 class Compiled:
     """What the compiler produces before binding: the automaton and its provenance.
 
-    ``kind`` is ``"dfa"`` (``automaton`` is a DFATable) for regular grammars and ``"pda"``
-    (a PDATable) for recursive ones.
+    ``kind`` is ``"dfa"`` (``automaton`` is a DFATable) for regular grammars, ``"counted"``
+    (a CountedDFA) for regular ones with large counted repetitions, and ``"pda"`` (a
+    PDATable) for recursive ones.
     """
 
     grammar: Grammar
     kind: str
-    automaton: DFATable | PDATable
+    automaton: DFATable | PDATable | CountedDFA
     meta: dict = field(default_factory=dict)
 
 
@@ -89,8 +92,9 @@ INLINE_NFA_FRACTION = 8
 INLINE_NFA_FRACTION_RECURSIVE = 128
 
 
-def build_automaton(grammar: Grammar, limits: Limits = DEFAULT_LIMITS) -> tuple[str, DFATable | PDATable]:
-    """A DFA for a regular grammar, a PDA for a recursive one.
+def build_automaton(grammar: Grammar, limits: Limits = DEFAULT_LIMITS) -> tuple[str, DFATable | PDATable | CountedDFA]:
+    """A DFA for a regular grammar (a counted one where a large bounded repetition can be a
+    counter: :mod:`gramc.compiler.counted`), a PDA for a recursive one.
 
     Inlining every non-recursive rule can blow a DFA up (Lark's ``%ignore COMMENT`` inlined
     after every terminal is the classic case). When a DFA-state limit is hit, the grammar is
@@ -100,6 +104,9 @@ def build_automaton(grammar: Grammar, limits: Limits = DEFAULT_LIMITS) -> tuple[
     try:
         optimized = optimize(grammar)
         recursive = optimized.is_recursive()
+        counted = None if recursive else build_counted_dfa(optimized, limits)
+        if counted is not None:
+            return "counted", counted
         fraction = INLINE_NFA_FRACTION_RECURSIVE if recursive else INLINE_NFA_FRACTION
         if thompson_size(optimized) > limits.max_nfa_states // fraction:
             # Inlining multiplies shared rules (a list body writes its element twice, so

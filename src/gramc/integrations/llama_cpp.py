@@ -82,7 +82,7 @@ class GramcLlamaLogitsProcessor:
             allowed = np.zeros(width, dtype=bool)
             allowed[self._eos[self._eos < width]] = True
         else:
-            allowed = self._matcher.mask(width)
+            allowed = self._matcher.logits_mask(width)
         out = np.where(allowed, scores, np.float32(-np.inf)).astype(scores.dtype, copy=False)
         self.calls += 1
         self.seconds += time.perf_counter() - t0

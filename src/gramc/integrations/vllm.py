@@ -106,7 +106,7 @@ class _Slot:
             out = np.zeros(width, dtype=bool)
             out[self.eos[self.eos < width]] = True
             return out
-        return self.matcher.mask(width)
+        return self.matcher.logits_mask(width)
 
 
 class GramcProcessorCore:

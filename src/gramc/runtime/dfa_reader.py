@@ -18,13 +18,13 @@ from gramc.runtime.dfa_artifact import DFAArtifact
 from gramc.runtime.token_table import TokenTable
 from gramc.runtime.validate import check_arrays, get_field, grouped, in_range, members, no_extra, require
 
-_DFA_ARRAYS = {
+DFA_ARRAYS = {
     "dfa.delta": (np.int32, 2),
     "dfa.byte_class": (np.uint8, 1),
     "dfa.token_ids": (np.int32, 1),
     "dfa.accept": (np.bool_, 1),
 }
-_TOKEN_ARRAYS = {
+TOKEN_ARRAYS = {
     "tokens.indptr": (np.int64, 1),
     "tokens.ids": (np.int32, 1),
     "tokens.next": (np.int32, 1),
@@ -36,21 +36,28 @@ def read_payload(meta: dict, arrays: dict, source: dict, info: VocabInfo | None,
                  limits: ReadLimits) -> DFAArtifact:
     """The DFA artifact of a container whose header :mod:`gramc.runtime.reader` has checked."""
     dfa = read_dfa(meta, arrays)
-    no_extra(arrays, _DFA_ARRAYS, _TOKEN_ARRAYS if info else {})
+    no_extra(arrays, DFA_ARRAYS, TOKEN_ARRAYS if info else {})
     if info is None:
         return DFAArtifact(dfa, source)
     in_range("dfa.token_ids", dfa.token_ids, 0, info.size)
-    packed = dfa.n_states * n_words(info.size) * 4  # the token rows derived below
-    require(packed <= limits.max_derived_bytes,
-            f"{dfa.n_states} states of {info.size}-token rows need {packed} bytes, "
-            f"over max_derived_bytes={limits.max_derived_bytes}")
+    check_derived_rows(dfa.n_states, info.size, limits)
     rows = read_rows(arrays, dfa.n_states, info.size)
     return DFAArtifact(dfa, source, info, TokenTable.eager(dfa, rows, info.size, info.eos_ids))
 
 
-def read_dfa(meta: dict, arrays: dict) -> DFATable:
-    """The DFA section, fully checked."""
-    check_arrays(arrays, _DFA_ARRAYS)
+def check_derived_rows(n_states: int, vocab_size: int, limits: ReadLimits) -> None:
+    """The packed token rows a reader derives for ``n_states`` states fit the limit."""
+    packed = n_states * n_words(vocab_size) * 4
+    require(packed <= limits.max_derived_bytes,
+            f"{n_states} states of {vocab_size}-token rows need {packed} bytes, "
+            f"over max_derived_bytes={limits.max_derived_bytes}")
+
+
+def read_dfa(meta: dict, arrays: dict, calls: np.ndarray | None = None) -> DFATable:
+    """The DFA section, fully checked. ``calls`` (already checked: a state per state, 0 for
+    none) are more edges for the check that every state can reach acceptance: a counted DFA's
+    calls, whose items cannot be empty."""
+    check_arrays(arrays, DFA_ARRAYS)
     delta, classes = arrays["dfa.delta"], arrays["dfa.byte_class"]
     token_ids, accept = arrays["dfa.token_ids"], arrays["dfa.accept"]
     n_states, n_cols = delta.shape
@@ -66,11 +73,11 @@ def read_dfa(meta: dict, arrays: dict) -> DFATable:
     require(not delta[DEAD].any() and not accept[DEAD], "state 0 must be the dead state")
     start = get_field(get_field(meta, "dfa", dict), "start", int, "metadata.dfa")
     require(0 <= start < n_states, f"metadata.dfa.start {start} outside [0, {n_states})")
-    _check_coreachable(delta, accept)
+    check_coreachable(delta if calls is None else np.column_stack([delta, calls]), accept)
     return DFATable(delta=delta, byte_class=classes, token_ids=token_ids, accept=accept, start=start)
 
 
-def _check_coreachable(delta: np.ndarray, accept: np.ndarray) -> None:
+def check_coreachable(delta: np.ndarray, accept: np.ndarray) -> None:
     """Every state but the dead one must be able to reach an accepting state.
 
     Masks treat "not dead" as "can still complete"; a trap state would let a matcher allow
@@ -90,9 +97,10 @@ def _check_coreachable(delta: np.ndarray, accept: np.ndarray) -> None:
     require(not len(bad), f"dfa: state {int(bad[0]) if len(bad) else 0} cannot reach an accepting state")
 
 
-def read_rows(arrays: dict, n_states: int, vocab_size: int) -> TokenRows:
-    """The token-table section, fully checked against the DFA's state count and vocabulary."""
-    check_arrays(arrays, _TOKEN_ARRAYS)
+def read_rows(arrays: dict, n_states: int, vocab_size: int, n_targets: int | None = None) -> TokenRows:
+    """The token-table section, fully checked against the DFA's state count and vocabulary
+    (next states in ``[1, n_targets)``, ``n_targets`` the state count by default)."""
+    check_arrays(arrays, TOKEN_ARRAYS)
     indptr, ids = arrays["tokens.indptr"], arrays["tokens.ids"]
     nxt, forced = arrays["tokens.next"], arrays["tokens.forced"]
     require(indptr.shape == (n_states + 1,), "tokens.indptr must have one entry per state plus one")
@@ -101,7 +109,7 @@ def read_rows(arrays: dict, n_states: int, vocab_size: int) -> TokenRows:
     require(bool(np.all(np.diff(indptr) >= 0)), "tokens.indptr must be non-decreasing")
     require(nxt.shape == ids.shape, "tokens.next and tokens.ids differ in length")
     in_range("tokens.ids", ids, 0, vocab_size)
-    in_range("tokens.next", nxt, 1, n_states)  # an allowed token never leads to the dead state
+    in_range("tokens.next", nxt, 1, n_targets or n_states)  # an allowed token never leads to the dead state
     in_range("tokens.forced", forced, -1, vocab_size)
     row_start = np.zeros(len(ids), dtype=bool)
     row_start[indptr[:-1][np.diff(indptr) > 0]] = True

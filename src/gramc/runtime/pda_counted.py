@@ -220,17 +220,27 @@ class CountedItems:
             bits = self._exits[item]
             exit_bytes = np.array([(bits >> int(c)) & 1 for c in byte_class], dtype=bool)
             start = int(local[table.rule_start[item]])
-            head = np.array([local[node], start, self.max_u], dtype=np.int64)
-            key = b"".join(a.tobytes() for a in (head, rows, finals, exit_bytes))
-            shared = _SHAPES.setdefault(trie, {})
-            found = shared.get(key)
-            if found is None:
-                if len(shared) >= MAX_SHARED_SHAPES:
-                    shared.clear()
-                found = shared[key] = _counted_walk(rows, finals, exit_bytes, start, int(local[node]),
-                                                    self.max_u, trie, buf)
+            found = counted_slice(rows, finals, exit_bytes, start, int(local[node]), self.max_u, trie, buf)
             self._by_node[node] = found
         return found
+
+
+def counted_slice(rows: np.ndarray, finals: np.ndarray, exit_bytes: np.ndarray, start: int, node: int,
+                  max_u: int, trie: TokenTrie, buf: WalkBuffers) -> CountedSlice:
+    """The :class:`CountedSlice` of item node ``node`` (local ids ``0..m-1``): ``rows`` int
+    ``[m, 256]`` the next node per byte (-1: dead), ``finals`` the nodes that end an
+    iteration, ``exit_bytes`` bool ``[256]`` the bytes that may follow one, ``start`` the
+    node an iteration begins at. Shared by shape across tables (and automaton kinds)."""
+    head = np.array([node, start, max_u], dtype=np.int64)
+    key = b"".join(np.ascontiguousarray(a).tobytes() for a in (head, rows.astype(np.int64),
+                                                             finals.astype(bool), exit_bytes.astype(bool)))
+    shared = _SHAPES.setdefault(trie, {})
+    found = shared.get(key)
+    if found is None:
+        if len(shared) >= MAX_SHARED_SHAPES:
+            shared.clear()
+        found = shared[key] = _counted_walk(rows, finals, exit_bytes, start, node, max_u, trie, buf)
+    return found
 
 
 def _counted_walk(rows: np.ndarray, finals: np.ndarray, exit_bytes: np.ndarray, start: int, node: int,

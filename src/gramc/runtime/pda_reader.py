@@ -14,9 +14,9 @@ from gramc.automata.pda_table import PDATable
 from gramc.automata.tables import DEAD
 from gramc.formats.limits import ReadLimits
 from gramc.runtime.artifact import VocabInfo
-from gramc.runtime.pda_artifact import PDAArtifact, pda_from_parts, unpack_tokens
-from gramc.runtime.validate import check_arrays, get_field, grouped, in_range, members, no_extra, require
-from gramc.vocab import Vocab
+from gramc.runtime.pda_artifact import PDAArtifact, pda_from_parts
+from gramc.runtime.validate import (VOCAB_BYTES_ARRAYS, check_arrays, get_field, grouped, in_range, members,
+                                    no_extra, read_token_bytes, require)
 
 _PDA_ARRAYS = {
     "pda.delta": (np.int32, 2),
@@ -30,9 +30,7 @@ _NODE_ARRAYS = {
     "nodes.accepted": (np.uint32, 2),
     "nodes.unc_indptr": (np.int64, 1),
     "nodes.unc_ids": (np.int32, 1),
-    "vocab.bytes": (np.uint8, 1),
-    "vocab.lengths": (np.uint16, 1),
-    "vocab.special_ids": (np.int32, 1),
+    **VOCAB_BYTES_ARRAYS,
 }
 
 
@@ -48,15 +46,7 @@ def read_payload(meta: dict, arrays: dict, source: dict, info: VocabInfo | None,
         return pda_from_parts(pda, source, depth, None, None, None, ())
     check_arrays(arrays, _NODE_ARRAYS)
     in_range("pda.token_ids", pda.token_ids, 0, info.size)
-    lengths, blob = arrays["vocab.lengths"], arrays["vocab.bytes"]
-    require(lengths.shape == (info.size,) and int(lengths.sum(dtype=np.int64)) == len(blob),
-            "vocab.lengths must have one entry per token and add up to len(vocab.bytes)")
-    special = arrays["vocab.special_ids"]
-    in_range("vocab.special_ids", special, 0, info.size)
-    tokens = unpack_tokens(blob, lengths)
-    vocab = Vocab(tokens, special_ids=special.tolist(), eos_ids=info.eos_ids)
-    require(vocab.fingerprint == info.fingerprint,
-            "the stored token bytes do not match the recorded vocabulary fingerprint")
+    vocab = read_token_bytes(arrays, info)
     acc, indptr, ids = arrays["nodes.accepted"], arrays["nodes.unc_indptr"], arrays["nodes.unc_ids"]
     n = pda.n_nodes - 1
     require(acc.shape == (n, (info.size + 31) // 32), "nodes.accepted must have one mask row per node")
@@ -67,7 +57,7 @@ def read_payload(meta: dict, arrays: dict, source: dict, info: VocabInfo | None,
             and bool(np.all(np.diff(indptr) >= 0)), "nodes.unc_indptr must run from 0 to len(nodes.unc_ids)")
     in_range("nodes.unc_ids", ids, 0, info.size)
     nodes = NodeTokens(accepted=acc, unc_indptr=indptr, unc_ids=ids)
-    return pda_from_parts(pda, source, depth, info, nodes, tokens, vocab.special_ids)
+    return pda_from_parts(pda, source, depth, info, nodes, list(vocab.tokens), vocab.special_ids)
 
 
 def read_pda(meta: dict, arrays: dict) -> tuple[PDATable, int]:

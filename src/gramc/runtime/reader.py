@@ -19,12 +19,15 @@ from gramc.runtime.artifact import Artifact, VocabInfo, check_vocab
 from gramc.runtime.validate import get_field, require
 from gramc.vocab import Vocab, load_vocab
 
-SUPPORTED_ARTIFACT_VERSIONS = (1,)
+#: Layout 2 adds the ``counted`` kind (docs/format/gmask-v1.md, 11.6); ``dfa`` and ``pda``
+#: files are still written as layout 1.
+SUPPORTED_ARTIFACT_VERSIONS = (1, 2)
 
 #: The payload reader of each artifact kind: a module whose ``read_payload(meta, arrays,
 #: source, info, limits)`` returns the artifact. Imported when a file of that kind is read, so
 #: ``import gramc`` loads neither kind's runtime.
-PAYLOAD_READERS = {"dfa": "gramc.runtime.dfa_reader", "pda": "gramc.runtime.pda_reader"}
+PAYLOAD_READERS = {"dfa": "gramc.runtime.dfa_reader", "pda": "gramc.runtime.pda_reader",
+                   "counted": "gramc.runtime.counted_reader"}
 
 
 def from_bytes(data: bytes, vocab: Vocab | str | None = None, *, verify: bool = False,
@@ -84,6 +87,7 @@ def read_artifact(meta: dict, arrays: dict, limits: ReadLimits = DEFAULT_READ_LI
     kind = get_field(meta, "kind", str)
     require(kind in PAYLOAD_READERS, f"unknown artifact kind {kind!r} (this gramc reads "
             f"{' and '.join(map(repr, PAYLOAD_READERS))})")
+    require(kind != "counted" or version >= 2, "the 'counted' kind needs artifact layout 2")
     source = get_field(meta, "source", dict)
     info = _read_vocab(meta, limits)
     return import_module(PAYLOAD_READERS[kind]).read_payload(meta, arrays, source, info, limits)
