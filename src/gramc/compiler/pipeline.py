@@ -68,12 +68,13 @@ class Compiled:
 
 
 def lower(source: str, format: str, options: CompileOptions = CompileOptions(),
-          source_name: str = "<input>") -> Grammar:
-    """The IR grammar of ``source`` written in ``format`` (errors name ``source_name``)."""
+          source_name: str = "<input>", limits: Limits = DEFAULT_LIMITS) -> Grammar:
+    """The IR grammar of ``source`` written in ``format`` (errors name ``source_name``;
+    ``limits.max_repeat`` and ``limits.max_nesting`` bound what the frontend accepts)."""
     frontend = FRONTENDS.get(format)
     if frontend is None:
         raise GramcError(f"unknown source format {format!r} (available: {', '.join(sorted(FRONTENDS))})")
-    return frontend(source, options.to_meta(), source_name)
+    return frontend(source, options.to_meta(), source_name, limits)
 
 
 #: The whole grammar is inlined only while its Thompson NFA has at most
@@ -157,7 +158,7 @@ def compile_source(
     """Lower ``source``, run the passes and build its automaton: a DFA when the grammar is
     regular, a PDA when it is recursive. ``special_names`` resolves ``<name>`` tokens."""
     progress("parsing")
-    grammar = resolve_token_names(lower(source, format, options, source_name), special_names)
+    grammar = resolve_token_names(lower(source, format, options, source_name, limits), special_names)
     progress("building the automaton")
     kind, automaton = build_automaton(grammar, limits)
     meta = {
