@@ -21,7 +21,7 @@ from gramc.compiler.passes import optimize, outline_shared, resolve_token_names
 from gramc.compiler.nfa import thompson_size
 from gramc.compiler.pda import build_pda
 from gramc.errors import GramcError, LimitExceededError
-from gramc.limits import DEFAULT_LIMITS, Limits
+from gramc.limits import DEFAULT_LIMITS, Deadline, Limits
 
 
 @dataclass(frozen=True)
@@ -90,16 +90,21 @@ INLINE_NFA_FRACTION = 8
 INLINE_NFA_FRACTION_RECURSIVE = 128
 
 
-def build_automaton(grammar: Grammar, limits: Limits = DEFAULT_LIMITS) -> tuple[str, DFATable | PDATable]:
-    """A DFA for a regular grammar, a PDA for a recursive one.
+def build_automaton(grammar: Grammar, limits: Limits = DEFAULT_LIMITS, deadline: Deadline | None = None,
+                    progress: Callable[[str], None] = lambda stage: None) -> tuple[str, DFATable | PDATable]:
+    """A DFA for a regular grammar, a PDA for a recursive one (within ``deadline``, by
+    default a fresh one of ``limits.max_compile_seconds``; ``progress`` hears the stages).
 
     Inlining every non-recursive rule can blow a DFA up (Lark's ``%ignore COMMENT`` inlined
     after every terminal is the classic case). When a DFA-state limit is hit, the grammar is
     compiled again as a PDA that keeps every rule a rule, and large shared parts too, whose
     per-rule DFAs stay small.
     """
+    deadline = deadline or Deadline(limits.max_compile_seconds)
     try:
+        progress("running the passes")
         optimized = optimize(grammar)
+        progress("building the automaton")
         recursive = optimized.is_recursive()
         fraction = INLINE_NFA_FRACTION_RECURSIVE if recursive else INLINE_NFA_FRACTION
         if thompson_size(optimized) > limits.max_nfa_states // fraction:
@@ -107,8 +112,8 @@ def build_automaton(grammar: Grammar, limits: Limits = DEFAULT_LIMITS) -> tuple[
             # every level of nesting doubles): keep the rules instead of trying.
             raise LimitExceededError("max_nfa_states", thompson_size(optimized), limits.max_nfa_states)
         if recursive:
-            return "pda", build_pda(optimized, limits)
-        return "dfa", build_dfa(optimized, limits)
+            return "pda", build_pda(optimized, limits, deadline=deadline.during("building the PDA"))
+        return "dfa", build_dfa(optimized, limits, deadline.during("building the DFA"))
     except LimitExceededError as err:
         if err.limit not in ("max_dfa_states", "max_nfa_states"):
             raise
@@ -120,7 +125,8 @@ def build_automaton(grammar: Grammar, limits: Limits = DEFAULT_LIMITS) -> tuple[
                         max_nfa_states=limits.max_nfa_states // 10)
         for keep_short, within in ((True, tight), (False, limits)):
             try:
-                return "pda", build_pda(outline_shared(kept, keep_short=keep_short), within, collapse=False)
+                return "pda", build_pda(outline_shared(kept, keep_short=keep_short), within, collapse=False,
+                                        deadline=deadline.during("building the PDA"))
             except LimitExceededError as again:
                 if not keep_short or again.limit not in ("max_dfa_states", "max_nfa_states"):
                     raise err from None
@@ -154,13 +160,18 @@ def compile_source(
     source_name: str = "<input>",
     progress: Callable[[str], None] = lambda stage: None,
     special_names: Mapping[str, int] | None = None,
+    deadline: Deadline | None = None,
 ) -> Compiled:
     """Lower ``source``, run the passes and build its automaton: a DFA when the grammar is
-    regular, a PDA when it is recursive. ``special_names`` resolves ``<name>`` tokens."""
+    regular, a PDA when it is recursive. ``special_names`` resolves ``<name>`` tokens.
+    ``progress`` is called with each stage's name as it starts (``"parsing"``, ``"running
+    the passes"``, ``"building the automaton"``, ``"recording the IR"``); ``deadline``
+    (default: a fresh one of ``limits.max_compile_seconds``) bounds the automaton's
+    construction."""
     progress("parsing")
     grammar = resolve_token_names(lower(source, format, options, source_name, limits), special_names)
-    progress("building the automaton")
-    kind, automaton = build_automaton(grammar, limits)
+    kind, automaton = build_automaton(grammar, limits, deadline, progress)
+    progress("recording the IR")
     meta = {
         "format": format,
         "sha256": hashlib.sha256(source.encode("utf-8")).hexdigest(),

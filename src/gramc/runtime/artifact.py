@@ -19,6 +19,8 @@ from gramc.automata.tables import DFATable
 from gramc.automata.trie import trie_for
 from gramc.errors import ArtifactFormatError, VocabularyError
 from gramc.formats import container
+from gramc.limits import DEFAULT_LIMITS, Deadline, Limits
+from gramc.runtime.bitmask import n_words
 from gramc.runtime.token_table import TokenTable
 from gramc.vocab import Vocab, load_vocab
 
@@ -149,14 +151,21 @@ class Artifact(ArtifactBase):
     # ------------------------------------------------------------ binding
 
     @classmethod
-    def bound(cls, dfa: DFATable, meta: dict, vocab: Vocab, *, lazy: bool = False) -> "Artifact":
-        """Bind ``dfa`` to ``vocab``: every state now (eager) or on first use (lazy)."""
+    def bound(cls, dfa: DFATable, meta: dict, vocab: Vocab, *, lazy: bool = False,
+              limits: Limits = DEFAULT_LIMITS, deadline: Deadline | None = None) -> "Artifact":
+        """Bind ``dfa`` to ``vocab``: every state now (eager) or on first use (lazy).
+
+        An eager binding checks ``limits.max_memory`` before its large arrays (the packed
+        masks from their shape, the token rows as they are walked) and ``deadline`` between
+        batches of states."""
         trie = trie_for(vocab)
         info = VocabInfo.of(vocab)
         if lazy:
             table = TokenTable.lazy(dfa, trie, info.eos_ids)
         else:
-            rows = bind_states(dfa, trie, np.arange(dfa.n_states))
+            limits.check_memory(dfa.n_states * n_words(vocab.size) * 4,
+                                f"the packed token masks of {dfa.n_states:,} DFA states")
+            rows = bind_states(dfa, trie, np.arange(dfa.n_states), limits=limits, deadline=deadline)
             table = TokenTable.eager(dfa, rows, vocab.size, info.eos_ids)
         return cls(dfa, meta, info, table)
 
@@ -209,13 +218,15 @@ def check_vocab(info: VocabInfo, vocab: Vocab) -> None:
 # ---------------------------------------------------------------- reading
 
 
-def from_bytes(data: bytes, vocab: Vocab | str | None = None, *, verify: bool = False) -> Artifact:
+def from_bytes(data: bytes, vocab: Vocab | str | None = None, *, verify: bool = False,
+               lazy: bool = False) -> Artifact:
     """Read an artifact from ``.gmask`` bytes (see :func:`load`)."""
     meta, arrays = container.unpack(data)
-    return _from_container(meta, arrays, vocab, verify)
+    return _from_container(meta, arrays, vocab, verify, lazy)
 
 
-def load(path: str | os.PathLike, vocab: Vocab | str | None = None, *, verify: bool = False) -> Artifact:
+def load(path: str | os.PathLike, vocab: Vocab | str | None = None, *, verify: bool = False,
+         lazy: bool = False) -> Artifact:
     """Load a ``.gmask`` artifact.
 
     Args:
@@ -225,22 +236,24 @@ def load(path: str | os.PathLike, vocab: Vocab | str | None = None, *, verify: b
             to it here. Optional for bound artifacts.
         verify: re-bind against ``vocab`` and compare with the stored token tables, for
             artifacts from untrusted sources (structural checks always run).
+        lazy: bind an unbound artifact state by state on first use instead of all now
+            (ignored for a bound artifact, whose tables are in the file).
 
     Raises:
         ArtifactFormatError: the file is corrupt, truncated, hostile or of another version.
         VocabularyError: ``vocab`` does not match.
     """
     meta, arrays = container.read_file(path)
-    return _from_container(meta, arrays, vocab, verify)
+    return _from_container(meta, arrays, vocab, verify, lazy)
 
 
-def _from_container(meta: dict, arrays: dict, vocab, verify: bool):
+def _from_container(meta: dict, arrays: dict, vocab, verify: bool, lazy: bool = False):
     from gramc.runtime.validate import read_artifact
 
     art = read_artifact(meta, arrays)
     vocab_obj = load_vocab(vocab) if vocab is not None else None
     if art.vocab is None:
-        return art.bind(vocab_obj) if vocab_obj is not None else art
+        return art.bind(vocab_obj, lazy=lazy) if vocab_obj is not None else art
     if vocab_obj is not None:
         check_vocab(art.vocab, vocab_obj)
     if verify:
