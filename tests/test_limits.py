@@ -219,3 +219,12 @@ def test_json_schema_nesting_counts_containers_below_the_root_and_names_the_poin
     with pytest.raises(LimitExceededError) as info:
         gramc.compile(json.dumps(schema), "json_schema", limits=Limits(max_nesting=4))
     assert "#/properties/a/properties/b/items" in str(info.value)
+
+
+def test_an_expression_too_deep_for_the_compilers_walks_is_a_limit_error_not_a_traceback():
+    """Nesting allowed by a raised max_nesting can still be deeper than the passes' and the
+    NFA construction's recursive walks follow: a clear error, never a RecursionError."""
+    deep = "(a" * 2000 + ")?" * 2000
+    with pytest.raises(LimitExceededError) as info:
+        gramc.compile(deep, limits=Limits(max_nesting=3000))
+    assert info.value.limit == "expression_depth" and "nest deeper" in str(info.value)

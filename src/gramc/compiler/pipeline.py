@@ -8,6 +8,8 @@ grammar needs (a minimal DFA for regular grammars, a PDA for recursive ones). Th
 from __future__ import annotations
 
 import hashlib
+import sys
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
 from typing import Callable, Mapping
 
@@ -132,6 +134,18 @@ def build_automaton(grammar: Grammar, limits: Limits = DEFAULT_LIMITS, deadline:
                     raise err from None
 
 
+@contextmanager
+def _depth_as_limit():
+    """A RecursionError of the passes or the automaton construction (their walks over an
+    expression recurse along it) as a LimitExceededError, not a traceback."""
+    try:
+        yield
+    except RecursionError:
+        depth = sys.getrecursionlimit()
+        raise LimitExceededError("expression_depth", depth + 1, depth,
+                                 "the grammar's expressions nest deeper than the compiler's walks can follow") from None
+
+
 #: Above this many nodes written out as a tree, the stored IR text names shared sub-expressions.
 IR_TEXT_MAX_TREE_NODES = 20_000
 
@@ -170,7 +184,8 @@ def compile_source(
     construction."""
     progress("parsing")
     grammar = resolve_token_names(lower(source, format, options, source_name, limits), special_names)
-    kind, automaton = build_automaton(grammar, limits, deadline, progress)
+    with _depth_as_limit():
+        kind, automaton = build_automaton(grammar, limits, deadline, progress)
     progress("recording the IR")
     meta = {
         "format": format,
