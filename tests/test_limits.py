@@ -228,3 +228,11 @@ def test_an_expression_too_deep_for_the_compilers_walks_is_a_limit_error_not_a_t
     with pytest.raises(LimitExceededError) as info:
         gramc.compile(deep, limits=Limits(max_nesting=3000))
     assert info.value.limit == "expression_depth" and "nest deeper" in str(info.value)
+    assert "Limits(" not in str(info.value)  # not a field: raising max_nesting would not help
+
+
+def test_lark_nesting_past_the_recursion_limit_is_not_blamed_on_max_nesting():
+    source = "start: " + '("a" ' * 300 + '"b"' + ")" * 300  # within max_nesting=500
+    with pytest.raises(LimitExceededError) as info:
+        gramc.compile(source, "lark")
+    assert info.value.limit == "expression_depth" and "Limits(" not in str(info.value)

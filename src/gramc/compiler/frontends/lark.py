@@ -110,7 +110,7 @@ def parse_lark(
     except RecursionError:
         depth = sys.getrecursionlimit()
         hint = "the grammar nests deeper than Python's recursion limit"
-        raise LimitExceededError("max_nesting", depth + 1, depth, hint) from None
+        raise LimitExceededError("expression_depth", depth + 1, depth, hint) from None
 
 
 # ---------------------------------------------------------------- nesting
