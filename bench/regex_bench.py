@@ -384,7 +384,7 @@ def run_cell(eng, ctx: VocabCtx, rname: str, regex: str, examples, args, ref_mas
     compile_ns: list[int] = []
     handle = matcher = None
     spent = 0
-    for i in range(args.repeat):
+    for _ in range(args.repeat):
         gc.collect()
         (handle, matcher), dt = _timed(eng.compile, regex)
         compile_ns.append(dt)

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 import gramc
 from gramc.errors import BackendUnavailableError, GramcError, LimitExceededError, VocabularyError
 from gramc.runtime.batch import ENDED, BatchMatcher
-from gramc.runtime.bitmask import apply_bitmask, n_words
+from gramc.bitmask import apply_bitmask, n_words
 from gramc.runtime.cuda import emulation
 
 TOKENS = [b"(", b")", b"x", b"((", b"))", b"x)", b"(x", b"a", b"b", b"ab", b"ba", b"c", b"abc", b"1",

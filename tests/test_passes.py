@@ -8,7 +8,7 @@ import pytest
 from click.testing import CliRunner
 
 from gramc.cli.main import main
-from gramc.compiler.ir import EMPTY, NOTHING, Grammar, Ref, Token, TokenName, alt, format_expr, literal, repeat, seq
+from gramc.compiler.ir import EMPTY, Grammar, Ref, Token, TokenName, alt, format_expr, literal, repeat, seq
 from gramc.compiler.passes import (
     check_references,
     inline_nonrecursive,

@@ -19,7 +19,7 @@ import gramc
 from gramc.automata.pda_table import _has_cycle
 from gramc.runtime import pda_slices, pda_stack_dfa
 from gramc.automata.trie import trie_for
-from gramc.runtime.bitmask import n_words, unpack_row
+from gramc.bitmask import n_words, unpack_row
 from gramc.runtime.pda_slices import NodeSlices, _loop_components, _on_short_cycles, _shape
 from gramc.runtime.pda_stack_dfa import StackDFA
 from paths import shared_path

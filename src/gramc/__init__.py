@@ -23,7 +23,7 @@ from gramc.runtime import Artifact, Matcher, from_bytes, load
 from gramc.vocab import Vocab, load_vocab
 
 
-def compile(source, format="regex", vocab=None, **kwargs):
+def compile(source, format="regex", vocab=None, **kwargs) -> Artifact:
     """Compile ``source`` to an :class:`Artifact` (see :func:`gramc.api.compile`)."""
     from gramc.api import compile as _compile
 

@@ -15,8 +15,10 @@ from typing import Callable
 from gramc import __version__
 from gramc.compiler.pipeline import CompileOptions, compile_source
 from gramc.limits import DEFAULT_LIMITS, Deadline, Limits
-from gramc.runtime.artifact import ARTIFACT_VERSION, Artifact, load
+from gramc.runtime.artifact import ARTIFACT_VERSION, Artifact
+from gramc.runtime.dfa_artifact import DFAArtifact
 from gramc.runtime.pda_artifact import PDAArtifact
+from gramc.runtime.reader import load
 from gramc.vocab import Vocab, load_vocab
 
 
@@ -32,7 +34,7 @@ def compile(
     limits: Limits = DEFAULT_LIMITS,
     source_name: str = "<input>",
     progress: Callable[[str], None] | None = None,
-) -> Artifact | PDAArtifact:
+) -> Artifact:
     """Compile ``source`` into an artifact bound to ``vocab`` (unbound when None).
 
     Args:
@@ -60,6 +62,9 @@ def compile(
     >>> m.allowed_tokens().tolist()
     [0, 1]
     """
+    if not isinstance(source, str):
+        raise TypeError(f"source is text (str), got {type(source).__name__}" +
+                        (": decode it first" if isinstance(source, (bytes, bytearray)) else ""))
     deadline = Deadline(limits.max_compile_seconds)
     options = options or CompileOptions()
     vocab_obj = load_vocab(vocab) if vocab is not None else None
@@ -69,7 +74,7 @@ def compile(
     report = progress or (lambda stage: None)
     special = vocab_obj.special_names if vocab_obj is not None else None
     compiled = compile_source(source, format, options, limits, source_name, report, special, deadline)
-    cls = Artifact if compiled.kind == "dfa" else PDAArtifact
+    cls = DFAArtifact if compiled.kind == "dfa" else PDAArtifact
     if vocab_obj is None or not bind:
         artifact = cls(compiled.automaton, compiled.meta)
     else:

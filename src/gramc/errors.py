@@ -94,6 +94,10 @@ class LimitExceededError(GramcError):
     :class:`~gramc.limits.Limits`, how to raise the limit.
     """
 
+    #: Names of the limits a caller can raise (the fields of :class:`gramc.limits.Limits`,
+    #: which sets this: the error hierarchy imports nothing of gramc).
+    raisable: frozenset[str] = frozenset()
+
     def __init__(self, limit: str, value: int | float, maximum: int | float, where: str = "",
                  span: Span | None = None):
         self.limit = limit
@@ -107,9 +111,7 @@ class LimitExceededError(GramcError):
             msg += f" ({where})"
         if span:
             msg = f"{span}: {msg}"
-        from gramc.limits import Limits  # late: gramc.limits imports this module
-
-        if limit in Limits.__dataclass_fields__:
+        if limit in self.raisable:
             msg += f"; to allow more, raise it: Limits({limit}=...)"
         super().__init__(msg)
 

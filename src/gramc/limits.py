@@ -78,3 +78,4 @@ class Deadline:
 
 
 DEFAULT_LIMITS = Limits()
+LimitExceededError.raisable = frozenset(Limits.__dataclass_fields__)

@@ -15,8 +15,8 @@ import numpy as np
 
 from gramc.automata.tables import DEAD, DFATable
 from gramc.automata.trie import TokenTrie
+from gramc.bitmask import n_words, set_bits
 from gramc.limits import DEFAULT_LIMITS, Deadline, Limits
-from gramc.runtime.bitmask import n_words, set_bits
 
 #: States walked together; bounds the walk's output to a few hundred MB on big vocabularies.
 STATE_CHUNK = 64

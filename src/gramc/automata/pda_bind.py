@@ -31,8 +31,8 @@ from gramc.automata.bind import STATE_CHUNK
 from gramc.automata.pda_table import PDATable
 from gramc.automata.tables import DEAD
 from gramc.automata.trie import TokenTrie
+from gramc.bitmask import n_words, pack_dense
 from gramc.limits import DEFAULT_LIMITS, Deadline, Limits
-from gramc.runtime.bitmask import n_words, pack_dense
 
 #: Calls expanded inside a node's region (deeper calls make tokens uncertain).
 DEFAULT_DEPTH = 2

@@ -34,6 +34,8 @@ class _GramcGroup(click.Group):
                 flag = LIMIT_FLAGS.get(err.limit, f"--limit {err.limit}=N")
                 click.echo(f"gramc: hint: gramc compile {flag} raises the limit", err=True)
             ctx.exit(next(code for cls, code in EXIT_CODES if isinstance(err, cls)))
+        except BrokenPipeError:
+            raise  # the reader stopped early (`| head`): click exits quietly
         except OSError as err:
             click.echo(f"gramc: error: {err.strerror or err}: {err.filename or ''}".rstrip(": "), err=True)
             ctx.exit(1)
@@ -83,10 +85,29 @@ def _limits(max_memory: int | None, timeout: float | None, pairs: tuple[str, ...
     return Limits(**values)
 
 
+def _load_vocab(spec: str, eos: tuple[str, ...]):
+    """The --vocab spec (None for 'none'), with --eos (ids or special texts) as its EOS tokens."""
+    from gramc.vocab import load_vocab
+
+    if spec.lower() == "none":
+        if eos:
+            raise click.UsageError("--eos needs a vocabulary (not --vocab none)")
+        return None
+    if not eos:
+        return load_vocab(spec)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", GramcWarning)  # "no EOS": --eos names them
+        vocab = load_vocab(spec)
+    return vocab.with_eos([int(e) if e.isdigit() else e for e in eos])
+
+
 @main.command("compile")
 @click.argument("src", type=click.Path(dir_okay=False, allow_dash=True))
 @click.option("--vocab", "vocab_spec", required=True,
               help="'gpt2' (bundled), a tokenizer.json / .tiktoken / .gguf file, or 'none' for an unbound artifact.")
+@click.option("--eos", "eos", multiple=True, metavar="ID_OR_NAME",
+              help="An end-of-sequence token (id or special-token text) instead of the vocabulary's own; "
+                   "repeat for several.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Output .gmask (default: SRC with .gmask).")
 @click.option("--format", "fmt", default="auto", show_default=True,
               help="Source format: auto (from the file extension), regex, gbnf, ebnf, lark or json_schema.")
@@ -122,8 +143,8 @@ def _limits(max_memory: int | None, timeout: float | None, pairs: tuple[str, ...
 @click.option("--limit", "limit_pairs", multiple=True, metavar="NAME=VALUE",
               help="Set any compile limit of gramc.limits.Limits, e.g. --limit max_repeat=1000000 "
                    "(repeatable; see docs/api.md).")
-def compile_cmd(src: str, vocab_spec: str, output: str | None, fmt: str, regex_dialect: str, whitespace: str,
-                max_whitespace: int | None, additional_properties_default: str, strict: bool,
+def compile_cmd(src: str, vocab_spec: str, eos: tuple[str, ...], output: str | None, fmt: str, regex_dialect: str,
+                whitespace: str, max_whitespace: int | None, additional_properties_default: str, strict: bool,
                 max_depth: int | None, property_order: str, any_order_max_properties: int, lazy: bool,
                 stats: bool, max_memory: int | None, timeout: float | None, limit_pairs: tuple[str, ...]) -> None:
     """Compile SRC (a regex, grammar or JSON Schema file, or - for stdin) into a .gmask artifact."""
@@ -131,7 +152,6 @@ def compile_cmd(src: str, vocab_spec: str, output: str | None, fmt: str, regex_d
     from gramc.cli.sources import detect_format, read_pattern_file
     from gramc.cli.stats import StageTimer, format_stats, peak_rss_bytes
     from gramc.compiler.pipeline import CompileOptions
-    from gramc.vocab import load_vocab
 
     limits = _limits(max_memory, timeout, limit_pairs)
     if lazy and vocab_spec.lower() == "none":
@@ -142,9 +162,9 @@ def compile_cmd(src: str, vocab_spec: str, output: str | None, fmt: str, regex_d
     report = _progress(sys.stderr.isatty(), timer)
     t0 = time.perf_counter()
     report("loading the vocabulary")
-    vocab = None if vocab_spec.lower() == "none" else load_vocab(vocab_spec)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", GramcWarning)
+        vocab = _load_vocab(vocab_spec, eos)
         artifact = compile_artifact(source, fmt, vocab, bind=not lazy, options=CompileOptions(
             regex_dialect=regex_dialect, json_whitespace=whitespace, json_max_whitespace=max_whitespace,
             json_additional_properties_default=additional_properties_default == "true", json_strict=strict,
@@ -178,12 +198,22 @@ def compile_cmd(src: str, vocab_spec: str, output: str | None, fmt: str, regex_d
 @click.option("--ir", is_flag=True, help="Print the IR the artifact was compiled from.")
 @click.option("--dfa", "show_dfa", is_flag=True, help="Print the automaton's transitions (DFA, or per-rule PDA).")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable summary.")
-def inspect(artifact_path: str, ir: bool, show_dfa: bool, as_json: bool) -> None:
+@click.option("--verify", is_flag=True,
+              help="Bind the automaton to the vocabulary again and compare with the stored token tables "
+                   "(catches an altered artifact whose hashes were recomputed).")
+@click.option("--vocab", "vocab_spec", default=None,
+              help="With --verify: the artifact's vocabulary (default: the one it names, if bundled).")
+def inspect(artifact_path: str, ir: bool, show_dfa: bool, as_json: bool, verify: bool,
+            vocab_spec: str | None) -> None:
     """Describe a .gmask artifact: kind, states, vocabulary, sizes, options."""
     from gramc.automata.text import format_automaton
+    from gramc.cli.sampling import artifact_vocab
     from gramc.runtime import load
 
     artifact = load(artifact_path)
+    if verify:
+        load(artifact_path, artifact_vocab(artifact, vocab_spec, "--verify"), verify=True)
+        click.echo("verified: the token tables equal a fresh binding to the vocabulary", err=True)
     info = artifact.describe()
     info["file_bytes"] = Path(artifact_path).stat().st_size
     if ir:
@@ -216,19 +246,25 @@ def sample(artifact_path: str, count: int, seed: int, max_tokens: int, vocab_spe
 @main.command()
 @click.argument("artifact_path", type=click.Path(exists=True, dir_okay=False))
 @click.argument("text_file", default="-", type=click.Path(dir_okay=False, allow_dash=True))
-@click.option("--strip-newline/--no-strip-newline", default=True, show_default=True,
-              help="Ignore one trailing newline of the input (as most files end with one).")
-def check(artifact_path: str, text_file: str, strip_newline: bool) -> None:
+@click.option("--strip-newline/--no-strip-newline", default=None,
+              help="Ignore one trailing newline of the input, or keep it. Default: the text as given "
+                   "if it matches, else without its trailing newline (most files end with one).")
+def check(artifact_path: str, text_file: str, strip_newline: bool | None) -> None:
     """Does the text in TEXT_FILE (or stdin) match? Exit 0 if it does, 1 if not."""
     from gramc.cli.sources import read_bytes
     from gramc.runtime import load
     from gramc.runtime.check import check_artifact
 
     data = read_bytes(text_file)
-    if strip_newline and data.endswith(b"\n"):
-        data = data[:-1]
-    result = check_artifact(load(artifact_path), data)
-    click.echo(result.message)
+    artifact = load(artifact_path)
+    ends_in_newline = data.endswith(b"\n")
+    result = check_artifact(artifact, data[:-1] if strip_newline and ends_in_newline else data)
+    message = result.message
+    if strip_newline is None and ends_in_newline and not result.ok:
+        stripped = check_artifact(artifact, data[:-1])
+        if stripped.ok or stripped.offset > result.offset:
+            result, message = stripped, f"{stripped.message} (the trailing newline is ignored)"
+    click.echo(message)
     sys.exit(0 if result.ok else 1)
 
 

@@ -363,7 +363,7 @@ class _Run:
                     done.append(h)  # a dead end or a stop still competes in the final ranking
             cands.sort(key=lambda c: -c[0])
             nxt: list[_Hyp] = []
-            for total, token, b, h in cands:
+            for total, token, _b, h in cands:
                 if token in self.eos:
                     e = _Hyp(h.m.fork(), list(h.tokens), h.data, total, h.calls, h.forced,
                              h.sampled + 1)

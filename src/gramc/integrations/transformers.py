@@ -32,7 +32,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-__all__ = ["GramcLogitsProcessor", "logits_fn"]
+__all__ = ["GramcLogitsProcessor", "logits_fn"]  # noqa: F822 (GramcLogitsProcessor: made by __getattr__ on first use)
 
 _HINT = "gramc.integrations.transformers needs torch and transformers: pip install 'gramc[transformers]' torch"
 

@@ -42,7 +42,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["GramcLogitsProcessor", "GramcProcessorCore", "processor_class", "FORMATS"]
+__all__ = ["GramcLogitsProcessor", "GramcProcessorCore", "processor_class", "FORMATS"]  # noqa: F822 (made by __getattr__)
 
 #: Keys accepted in ``extra_args["gramc"]`` besides ``"artifact"``.
 FORMATS = ("regex", "gbnf", "ebnf", "lark", "json_schema")

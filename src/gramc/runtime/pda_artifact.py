@@ -17,13 +17,13 @@ from gramc.automata.pda_bind import DEFAULT_DEPTH, LAZY_DEPTH, NodeTokens, bind_
 from gramc.automata.pda_table import PDATable
 from gramc.automata.trie import trie_for
 from gramc.limits import DEFAULT_LIMITS, Deadline, Limits
-from gramc.runtime.artifact import ArtifactBase, VocabInfo
+from gramc.runtime.artifact import Artifact, VocabInfo
 from gramc.runtime.pda_tokens import PDATokenTable
 from gramc.vocab import Vocab
 
 
 @dataclass(eq=False)
-class PDAArtifact(ArtifactBase):
+class PDAArtifact(Artifact):
     """A compiled context-free grammar.
 
     Attributes:
@@ -62,7 +62,7 @@ class PDAArtifact(ArtifactBase):
                                   eager_rows(pda, trie, depth, limits, deadline), trie, depth)
         return cls(pda, meta, VocabInfo.of(vocab), table, depth)
 
-    def _unbound_copy_args(self) -> tuple:
+    def _unbound_copy_args(self) -> tuple[Any, dict]:
         return (self.pda, self.meta)
 
     def _bind_options(self) -> dict:
@@ -127,7 +127,7 @@ def unpack_tokens(blob: np.ndarray, lengths: np.ndarray) -> list[bytes]:
 
 def pda_from_parts(pda: PDATable, source: dict, depth: int, info: VocabInfo | None,
                    nodes: NodeTokens | None, tokens: list[bytes] | None, special) -> PDAArtifact:
-    """An artifact from checked container parts (see :mod:`gramc.runtime.validate`)."""
+    """An artifact from checked container parts (see :mod:`gramc.runtime.pda_reader`)."""
     if info is None:
         return PDAArtifact(pda, source, None, None, depth)
     table = PDATokenTable(pda, tokens, special, info.eos_ids, nodes, None, depth)

@@ -32,7 +32,7 @@ from gramc.automata.pda_table import PDATable
 from gramc.automata.tables import DEAD
 from gramc.automata.trie import TokenTrie
 from gramc.automata.walk import WalkBuffers, set_walked, walk
-from gramc.runtime.bitmask import n_words
+from gramc.bitmask import n_words
 from gramc.runtime.earley import TOP
 
 #: Item shapes kept per vocabulary before all are dropped. Each holds the positions of the

@@ -39,7 +39,7 @@ from gramc.automata.pda_table import PDATable
 from gramc.automata.tables import DEAD
 from gramc.automata.trie import TokenTrie
 from gramc.automata.walk import WalkBuffers, set_walked, walk
-from gramc.runtime.bitmask import n_words
+from gramc.bitmask import n_words
 
 #: Loops larger than this are walked per node (their shape would cost more than it saves).
 MAX_LOOP_NODES = 256

@@ -20,7 +20,7 @@ import numpy as np
 from gramc.automata.pda_bind import LazyExpansion, NodeTokens, bind_nodes
 from gramc.automata.pda_table import PDATable
 from gramc.automata.trie import TokenTrie
-from gramc.runtime.bitmask import n_words, set_bits, unpack_row
+from gramc.bitmask import n_words, set_bits, unpack_row
 from gramc.runtime.earley import ChartSet, EarleyParser
 from gramc.runtime.pda_stack_dfa import StackDFA, TooLarge
 

@@ -22,7 +22,7 @@ from gramc.automata.bind import TokenRows, bind_state, forced_lengths
 from gramc.automata.pda_table import PDATable
 from gramc.automata.tables import DEAD, DFATable
 from gramc.automata.trie import TokenTrie
-from gramc.runtime.bitmask import n_words, pack_rows, set_bits, unpack_row
+from gramc.bitmask import n_words, pack_rows, set_bits, unpack_row
 
 #: Bytes of dense next-state rows a table may cache (beyond it, commits binary-search a row).
 DENSE_BUDGET = 256 << 20

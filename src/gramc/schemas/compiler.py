@@ -448,13 +448,13 @@ class SchemaCompiler(CombinatorMixin, ObjectMixin, ArrayMixin):
 
     def finite(self, parts: tuple, kind: str) -> Expr | None:
         """The listed values of ``kind`` that satisfy every part, or None without a list."""
-        source = None
+        source, listing = None, None
         for part in parts:
             if isinstance(part, Neg):
                 continue
             kw = self.keywords(part)
             if "const" in kw or "enum" in kw:
-                source = kw
+                source, listing = kw, part
                 break
         if source is None:
             return None
@@ -464,8 +464,13 @@ class SchemaCompiler(CombinatorMixin, ObjectMixin, ArrayMixin):
             candidates = source.get("enum")
             if not isinstance(candidates, list):
                 raise source.fail("enum", "an array")
+            if isinstance(listing, Node):
+                # Each candidate is in its own enum: checking that again is a scan of the
+                # whole list per value, quadratic in the enum's size.
+                parts = tuple(listing.without("enum") if p is listing else p for p in parts)
         out, seen = [], set()
         checker = self.checker()
+        checks = [checker.predicate(p) for p in parts]
         members = None
         if self.options.property_order == "any":
             members = partial(self._listed_members, where=source.where("const" if "const" in source else "enum"))
@@ -475,7 +480,7 @@ class SchemaCompiler(CombinatorMixin, ObjectMixin, ArrayMixin):
             text = canonical_text(value)
             if text in seen:
                 continue
-            if all(checker.is_valid(p, value) for p in parts):
+            if all(check(value) for check in checks):
                 seen.add(text)
                 out.append(value_ir(value, self.ws, members))
         return alt(*out)

@@ -17,7 +17,7 @@ from typing import Callable
 from gramc.compiler.ir import Expr
 from gramc.errors import LimitExceededError, SchemaError
 from gramc.limits import DEFAULT_LIMITS, Limits
-from gramc.schemas.approx import NotExpressible
+from gramc.schemas.approx import InvalidKeyword, NotExpressible
 
 Report = Callable[[str, str, str], None]  # (keyword, pointer, reason)
 
@@ -64,6 +64,8 @@ def string_ir(min_length: int | None, max_length: int | None, pattern: str | Non
         fmt = _known_format(fmt, at("format"), warn)
     try:
         return json_string_ir(min_length, max_length, pattern, fmt, limits=limits)
+    except InvalidKeyword as err:
+        raise SchemaError(err.reason, at(err.keyword)) from None
     except NotExpressible:
         pass
     except LimitExceededError as err:

@@ -47,9 +47,9 @@ from gramc.compiler.ir import (
     seq,
 )
 from gramc.compiler.unicode import ALL_CODEPOINTS, CodepointSet
-from gramc.errors import GramcError, LimitExceededError
+from gramc.errors import GramcError, GrammarSyntaxError, LimitExceededError
 from gramc.limits import DEFAULT_LIMITS, Limits
-from gramc.schemas.approx import NotExpressible
+from gramc.schemas.approx import InvalidKeyword, NotExpressible
 from gramc.schemas.numbers import expanded_size
 
 #: Largest minLength / maxLength lowered as a counted repetition (the DFA grows with it).
@@ -223,6 +223,10 @@ class _Letters:
             return parse_regex(pattern, source_name=keyword, charset_to_ir=self.letter, limits=self.limits)
         except LimitExceededError:
             raise  # the caller's limit, not an inexpressible pattern: never approximated
+        except GrammarSyntaxError as e:
+            if _python_rejects(pattern):  # a second opinion before calling the schema invalid
+                raise InvalidKeyword(keyword, f"{pattern!r} is not a valid regular expression ({e})") from e
+            raise NotExpressible(keyword, str(e)) from e
         except GramcError as e:
             raise NotExpressible(keyword, str(e)) from e
 
@@ -447,6 +451,17 @@ def _format_body(name: str, allow_approximate: bool, exact_leap_seconds: bool) -
     )
     assert isinstance(full, Seq) and full.items[0] is QUOTE and full.items[-1] is QUOTE
     return seq(*full.items[1:-1])
+
+
+def _python_rejects(pattern: str) -> bool:
+    """Python's ``re`` cannot compile the pattern either (its syntax is close to ECMA-262's)."""
+    import re
+
+    try:
+        re.compile(pattern)
+    except (re.error, OverflowError, RecursionError):
+        return True
+    return False
 
 
 def _length_keyword(min_length, max_length) -> str:
