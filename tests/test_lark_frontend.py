@@ -46,6 +46,7 @@ from gramc.errors import (
     LimitExceededError,
     UnsupportedFeatureError,
 )
+from gramc.limits import Limits
 
 CORPUS = SHARED / "corpora" / "lark-vectors.dev.jsonl"
 LARK_GRAMMARS = Path(lark.__file__).parent / "grammars"
@@ -372,7 +373,7 @@ def test_limits():
     with pytest.raises(LimitExceededError, match="max_repeat"):
         parse_lark('start: "a"~1000000')
     with pytest.raises(LimitExceededError, match="max_repeat"):
-        parse_lark("start: /a{2,5}/", max_repeat=3)
+        parse_lark("start: /a{2,5}/", limits=Limits(max_repeat=3))
 
 
 # ---------------------------------------------------------------- lark's own grammars

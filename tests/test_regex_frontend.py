@@ -32,6 +32,7 @@ from gramc.errors import (
     LimitExceededError,
     UnsupportedFeatureError,
 )
+from gramc.limits import Limits
 
 regex_pkg = pytest.importorskip("regex")
 
@@ -539,10 +540,10 @@ def test_nesting_limit():
         parse_regex("(" * 501 + "a" + ")" * 501)
     assert info.value.limit == "max_nesting"
     with pytest.raises(LimitExceededError):
-        parse_regex("((a))", max_nesting=1)
+        parse_regex("((a))", limits=Limits(max_nesting=1))
     deep = "(?:" * 20_000  # never a RecursionError, whatever the limit
     with pytest.raises(GrammarSyntaxError):
-        parse_regex(deep + "a", max_nesting=10**6)
+        parse_regex(deep + "a", limits=Limits(max_nesting=10**6))
 
 
 @pytest.mark.parametrize(
@@ -554,7 +555,7 @@ def test_repeat_limit(pattern):
     assert info.value.limit == "max_repeat"
     assert parse_regex("a{0,100000}") is not None
     with pytest.raises(LimitExceededError):
-        parse_regex("a{11}", max_repeat=10)
+        parse_regex("a{11}", limits=Limits(max_repeat=10))
 
 
 @settings(max_examples=300, deadline=None)

@@ -18,6 +18,7 @@ import numpy as np
 
 from gramc.errors import VocabularyError
 from gramc.formats import container
+from gramc.limits import DEFAULT_LIMITS, Deadline, Limits
 from gramc.vocab import Vocab, load_vocab
 
 #: Version of the artifact layout inside the container (the sections and their meaning).
@@ -65,9 +66,11 @@ class Artifact(ABC):
 
     @classmethod
     @abstractmethod
-    def bound(cls, automaton: Any, meta: dict, vocab: Vocab, *, lazy: bool = False) -> "Artifact":
-        """``automaton`` bound to ``vocab``: every state now (eager) or on first use (lazy).
-        A kind may take more keyword options (see ``_bind_options``)."""
+    def bound(cls, automaton: Any, meta: dict, vocab: Vocab, *, lazy: bool = False,
+              limits: Limits = DEFAULT_LIMITS, deadline: Deadline | None = None) -> "Artifact":
+        """``automaton`` bound to ``vocab``: every state now (eager) or on first use (lazy),
+        within ``limits.max_memory`` and ``deadline``. A kind may take more keyword options
+        (see ``_bind_options``)."""
 
     @abstractmethod
     def _unbound_copy_args(self) -> tuple[Any, dict]:

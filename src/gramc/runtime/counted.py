@@ -30,6 +30,7 @@ from gramc.automata.bind import TokenRows, bind_states, forced_lengths
 from gramc.automata.counted import CountedDFA
 from gramc.automata.tables import DEAD
 from gramc.automata.trie import TokenTrie, trie_for
+from gramc.limits import DEFAULT_LIMITS, Deadline, Limits
 from gramc.runtime.artifact import Artifact, VocabInfo
 from gramc.bitmask import n_words, set_bits, unpack_row
 from gramc.runtime.matcher import DFAMatcher
@@ -301,8 +302,16 @@ class CountedArtifact(Artifact):
     kind = "counted"
 
     @classmethod
-    def bound(cls, cdfa: CountedDFA, meta: dict, vocab: Vocab, *, lazy: bool = False) -> "CountedArtifact":
-        """Bind ``cdfa`` to ``vocab``: the outer states now (eager) or on first use (lazy)."""
+    def bound(cls, cdfa: CountedDFA, meta: dict, vocab: Vocab, *, lazy: bool = False,
+              limits: Limits = DEFAULT_LIMITS, deadline: Deadline | None = None) -> "CountedArtifact":
+        """Bind ``cdfa`` to ``vocab``: the outer states now (eager) or on first use (lazy).
+        Only the outer states are bound (counter states never are), so ``limits.max_memory``
+        is checked for their packed masks and ``deadline`` once before."""
+        if not lazy:
+            limits.check_memory(cdfa.n_outer * n_words(vocab.size) * 4,
+                                f"the packed token masks of {cdfa.n_outer:,} outer states")
+            if deadline is not None:
+                deadline.check()
         table = CountedTokenTable(cdfa, vocab, lazy=lazy)
         return cls(cdfa, meta, VocabInfo.of(vocab), table)
 

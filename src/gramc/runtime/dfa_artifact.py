@@ -15,6 +15,8 @@ import numpy as np
 from gramc.automata.bind import bind_states
 from gramc.automata.tables import DFATable
 from gramc.automata.trie import trie_for
+from gramc.bitmask import n_words
+from gramc.limits import DEFAULT_LIMITS, Deadline, Limits
 from gramc.runtime.artifact import Artifact, VocabInfo
 from gramc.runtime.token_table import TokenTable
 from gramc.vocab import Vocab
@@ -40,14 +42,21 @@ class DFAArtifact(Artifact):
     # ------------------------------------------------------------ binding
 
     @classmethod
-    def bound(cls, dfa: DFATable, meta: dict, vocab: Vocab, *, lazy: bool = False) -> "DFAArtifact":
-        """Bind ``dfa`` to ``vocab``: every state now (eager) or on first use (lazy)."""
+    def bound(cls, dfa: DFATable, meta: dict, vocab: Vocab, *, lazy: bool = False,
+              limits: Limits = DEFAULT_LIMITS, deadline: Deadline | None = None) -> "DFAArtifact":
+        """Bind ``dfa`` to ``vocab``: every state now (eager) or on first use (lazy).
+
+        An eager binding checks ``limits.max_memory`` before its large arrays (the packed
+        masks from their shape, the token rows as they are walked) and ``deadline`` between
+        batches of states."""
         trie = trie_for(vocab)
         info = VocabInfo.of(vocab)
         if lazy:
             table = TokenTable.lazy(dfa, trie, info.eos_ids)
         else:
-            rows = bind_states(dfa, trie, np.arange(dfa.n_states))
+            limits.check_memory(dfa.n_states * n_words(vocab.size) * 4,
+                                f"the packed token masks of {dfa.n_states:,} DFA states")
+            rows = bind_states(dfa, trie, np.arange(dfa.n_states), limits=limits, deadline=deadline)
             table = TokenTable.eager(dfa, rows, vocab.size, info.eos_ids)
         return cls(dfa, meta, info, table)
 

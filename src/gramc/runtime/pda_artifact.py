@@ -16,6 +16,7 @@ import numpy as np
 from gramc.automata.pda_bind import DEFAULT_DEPTH, LAZY_DEPTH, NodeTokens, bind_nodes, expand
 from gramc.automata.pda_table import PDATable
 from gramc.automata.trie import trie_for
+from gramc.limits import DEFAULT_LIMITS, Deadline, Limits
 from gramc.runtime.artifact import Artifact, VocabInfo
 from gramc.runtime.pda_tokens import PDATokenTable
 from gramc.vocab import Vocab
@@ -42,20 +43,23 @@ class PDAArtifact(Artifact):
 
     @classmethod
     def bound(cls, pda: PDATable, meta: dict, vocab: Vocab, *, lazy: bool = False,
-              depth: int = DEFAULT_DEPTH) -> "PDAArtifact":
+              depth: int = DEFAULT_DEPTH, limits: Limits = DEFAULT_LIMITS,
+              deadline: Deadline | None = None) -> "PDAArtifact":
         """Bind ``pda`` to ``vocab``: every node now (eager) or on first use (lazy).
 
         ``depth`` is that of the written tables. Lazy nodes are bound while a mask waits, with
         at most :data:`LAZY_DEPTH` calls expanded: on 49 MaskBench PDA schemas that cut the
         time spent in masks by a third (TBM p99 34 -> 20 ms), and the extra uncertain tokens
-        cost little on the stack DFA. Masks are the same either way."""
+        cost little on the stack DFA. Masks are the same either way. An eager binding checks
+        ``limits.max_memory`` and ``deadline`` as :func:`~gramc.automata.pda_bind.bind_nodes`
+        says."""
         trie = trie_for(vocab)
         if lazy:
             table = PDATokenTable(pda, vocab.tokens, vocab.special_ids, vocab.eos_ids, None, trie,
                                   min(depth, LAZY_DEPTH))
         else:
             table = PDATokenTable(pda, vocab.tokens, vocab.special_ids, vocab.eos_ids,
-                                  eager_rows(pda, trie, depth), trie, depth)
+                                  eager_rows(pda, trie, depth, limits, deadline), trie, depth)
         return cls(pda, meta, VocabInfo.of(vocab), table, depth)
 
     def _unbound_copy_args(self) -> tuple[Any, dict]:
@@ -101,9 +105,11 @@ class PDAArtifact(Artifact):
         return out
 
 
-def eager_rows(pda: PDATable, trie, depth: int) -> NodeTokens:
+def eager_rows(pda: PDATable, trie, depth: int, limits: Limits = DEFAULT_LIMITS,
+               deadline: Deadline | None = None) -> NodeTokens:
     """The rows of every node, from one expansion of all node regions."""
-    return bind_nodes(pda, trie, np.arange(1, pda.n_nodes), depth, expand(pda, depth))
+    return bind_nodes(pda, trie, np.arange(1, pda.n_nodes), depth, expand(pda, depth, deadline=deadline),
+                      limits, deadline)
 
 
 def _pack_tokens(tokens: list[bytes]) -> tuple[np.ndarray, np.ndarray]:

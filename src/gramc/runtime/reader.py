@@ -31,14 +31,14 @@ PAYLOAD_READERS = {"dfa": "gramc.runtime.dfa_reader", "pda": "gramc.runtime.pda_
 
 
 def from_bytes(data: bytes, vocab: Vocab | str | None = None, *, verify: bool = False,
-               limits: ReadLimits = DEFAULT_READ_LIMITS) -> Artifact:
+               limits: ReadLimits = DEFAULT_READ_LIMITS, lazy: bool = False) -> Artifact:
     """Read an artifact from ``.gmask`` bytes (see :func:`load`)."""
     meta, arrays = container.unpack(data, limits)
-    return _from_container(meta, arrays, vocab, verify, limits)
+    return _from_container(meta, arrays, vocab, verify, limits, lazy)
 
 
 def load(path: str | os.PathLike, vocab: Vocab | str | None = None, *, verify: bool = False,
-         limits: ReadLimits = DEFAULT_READ_LIMITS) -> Artifact:
+         limits: ReadLimits = DEFAULT_READ_LIMITS, lazy: bool = False) -> Artifact:
     """Load a ``.gmask`` artifact.
 
     Args:
@@ -50,6 +50,8 @@ def load(path: str | os.PathLike, vocab: Vocab | str | None = None, *, verify: b
             artifacts from untrusted sources (structural checks always run).
         limits: what the reader may allocate (:class:`~gramc.formats.limits.ReadLimits`):
             every size the file declares is checked against them before it is used.
+        lazy: bind an unbound artifact state by state on first use instead of all now
+            (ignored for a bound artifact, whose tables are in the file).
 
     Raises:
         ArtifactFormatError: the file is corrupt, truncated, hostile, over a limit or of
@@ -57,14 +59,15 @@ def load(path: str | os.PathLike, vocab: Vocab | str | None = None, *, verify: b
         VocabularyError: ``vocab`` does not match.
     """
     meta, arrays = container.read_file(path, limits)
-    return _from_container(meta, arrays, vocab, verify, limits)
+    return _from_container(meta, arrays, vocab, verify, limits, lazy)
 
 
-def _from_container(meta: dict, arrays: dict, vocab, verify: bool, limits: ReadLimits) -> Artifact:
+def _from_container(meta: dict, arrays: dict, vocab, verify: bool, limits: ReadLimits,
+                    lazy: bool = False) -> Artifact:
     art = read_artifact(meta, arrays, limits)
     vocab_obj = load_vocab(vocab) if vocab is not None else None
     if art.vocab is None:
-        return art.bind(vocab_obj) if vocab_obj is not None else art
+        return art.bind(vocab_obj, lazy=lazy) if vocab_obj is not None else art
     if vocab_obj is not None:
         check_vocab(art.vocab, vocab_obj)
     if verify:

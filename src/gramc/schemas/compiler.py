@@ -29,6 +29,7 @@ from typing import Any, Iterator
 
 from gramc.compiler.ir import NOTHING, Expr, Grammar, Ref, alt, literal, walk
 from gramc.errors import GramcWarning, SchemaError
+from gramc.limits import DEFAULT_LIMITS, Limits
 from gramc.schemas import leaves
 from gramc.schemas.arrays import ArrayMixin
 from gramc.schemas.atoms import FALSE, TRUE, Atom, Keywords, Neg, Node, Synth
@@ -72,9 +73,11 @@ FALSE_FLAT = Flat((), True)
 class SchemaCompiler(CombinatorMixin, ObjectMixin, ArrayMixin):
     """Compiles one schema document; see the module docstring."""
 
-    def __init__(self, doc: Document, options: SchemaOptions = SchemaOptions()):
+    def __init__(self, doc: Document, options: SchemaOptions = SchemaOptions(),
+                 limits: Limits = DEFAULT_LIMITS):
         self.doc = doc
         self.options = options
+        self.limits = limits
         self.ws = Whitespace(options.whitespace, options.max_whitespace)
         self.approximations: list[Approximation] = []
         self.restrictions: list[Restriction] = []
@@ -158,6 +161,14 @@ class SchemaCompiler(CombinatorMixin, ObjectMixin, ArrayMixin):
     def _mark_inexact(self) -> None:
         for frame in self._frames:
             frame[0] = False
+
+    def counted(self, kw: Keywords, key: str) -> int | None:
+        """The count ``key`` (``minItems``...) of ``kw``, which becomes a counted repetition:
+        checked against ``max_repeat``."""
+        n = kw.count(key)
+        if n is not None:
+            self.limits.check("max_repeat", n, f"{key} at {kw.where(key)}")
+        return n
 
     def count_branches(self, n: int, where: str) -> None:
         self.branches += n
@@ -521,7 +532,8 @@ class SchemaCompiler(CombinatorMixin, ObjectMixin, ArrayMixin):
         return expr
 
     def string_leaf(self, lo, hi, pattern, fmt, where) -> Expr:
-        return leaves.string_ir(lo, hi, pattern, fmt, where, self.approx, self.options.strict, self.note)
+        return leaves.string_ir(lo, hi, pattern, fmt, where, self.approx, self.options.strict, self.note,
+                                self.limits)
 
     def note(self, message: str) -> None:
         """A warning that is not an approximation (an unknown format, an annotation)."""

@@ -150,9 +150,9 @@ class ObjectMixin:
             seen_names.update(dict.fromkeys(props))
             names = self._draft3_required(kw) if isinstance(kw.get("required"), bool) else kw.names("required")
             required.update(dict.fromkeys(names))
-            n = kw.count("minProperties")
+            n = self.counted(kw, "minProperties")
             view.lo = max(view.lo, n or 0)
-            n = kw.count("maxProperties")
+            n = self.counted(kw, "maxProperties")
             if n is not None:
                 view.hi = n if view.hi is None else min(view.hi, n)
             if "propertyNames" in kw:
@@ -193,7 +193,8 @@ class ObjectMixin:
             from gramc.schemas import leaves
 
             failures: list = []
-            expr = leaves.string_ir(None, None, regex, None, {"": where}, lambda *a: failures.append(a))
+            expr = leaves.string_ir(None, None, regex, None, {"": where}, lambda *a: failures.append(a),
+                                    limits=self.limits)
             cache[regex] = None if failures else expr  # the caller reports a failure
         return cache[regex]
 

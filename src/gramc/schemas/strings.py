@@ -47,7 +47,8 @@ from gramc.compiler.ir import (
     seq,
 )
 from gramc.compiler.unicode import ALL_CODEPOINTS, CodepointSet
-from gramc.errors import GramcError, GrammarSyntaxError
+from gramc.errors import GramcError, GrammarSyntaxError, LimitExceededError
+from gramc.limits import DEFAULT_LIMITS, Limits
 from gramc.schemas.approx import InvalidKeyword, NotExpressible
 from gramc.schemas.numbers import expanded_size
 
@@ -203,7 +204,8 @@ def json_string_excluding(names: Iterable[str]) -> Expr:
 
 
 class _Letters:
-    def __init__(self) -> None:
+    def __init__(self, limits: Limits = DEFAULT_LIMITS) -> None:
+        self.limits = limits
         self.sets: dict[int, CodepointSet] = {}
         self.ids: dict[CodepointSet, int] = {}
 
@@ -216,8 +218,11 @@ class _Letters:
     def pattern(self, pattern: str, keyword: str, search: bool) -> Expr:
         try:
             if search:
-                return parse_regex_search(pattern, source_name=keyword, charset_to_ir=self.letter)
-            return parse_regex(pattern, source_name=keyword, charset_to_ir=self.letter)
+                return parse_regex_search(pattern, source_name=keyword, charset_to_ir=self.letter,
+                                          limits=self.limits)
+            return parse_regex(pattern, source_name=keyword, charset_to_ir=self.letter, limits=self.limits)
+        except LimitExceededError:
+            raise  # the caller's limit, not an inexpressible pattern: never approximated
         except GrammarSyntaxError as e:
             if _python_rejects(pattern):  # a second opinion before calling the schema invalid
                 raise InvalidKeyword(keyword, f"{pattern!r} is not a valid regular expression ({e})") from e
@@ -353,6 +358,7 @@ def json_string_ir(
     *,
     allow_approximate_format: bool = False,
     exact_leap_seconds: bool = False,
+    limits: Limits = DEFAULT_LIMITS,
 ) -> Expr:
     """The complete JSON string literals (quotes included) whose decoded value satisfies
     ``minLength``/``maxLength`` (code points), ``pattern`` (ECMA-262, unanchored) and
@@ -363,6 +369,8 @@ def json_string_ir(
             exactly (see :func:`gramc.schemas.formats.format_spec`) instead of raising; the
             caller is then responsible for warning about it.
         exact_leap_seconds: use the exact (large) ``time``/``date-time`` regex.
+        limits: ``max_repeat`` bounds counted lengths and the pattern's ``{m,n}``,
+            ``max_nesting`` the pattern's groups.
 
     Raises:
         NotExpressible: ``format`` is unknown or only approximate (keyword ``format``); the
@@ -371,6 +379,7 @@ def json_string_ir(
             :data:`MAX_COUNTED_LENGTH`, or lengths that cannot be combined with the
             pattern/format compactly (``minLength``, ``maxLength`` or ``minLength/maxLength``).
         ValueError: a length that is not a non-negative integer.
+        LimitExceededError: a counted length or the pattern exceeds ``limits``.
 
     >>> print(json_string_ir(min_length=1, max_length=2, pattern="^[a-c]+$"))
     "\\"" ([a-c] | "\\\\u006" [1-3]){1,2} "\\""
@@ -383,8 +392,9 @@ def json_string_ir(
                 raise NotExpressible(
                     name, f"{value} is above the largest counted length {MAX_COUNTED_LENGTH}"
                 )
+            limits.check("max_repeat", value, name)
     lo, hi = min_length or 0, max_length
-    letters = _Letters()
+    letters = _Letters(limits)
     lang = None
     if format is not None:
         from gramc.schemas.formats import format_pattern, format_spec
