@@ -14,7 +14,7 @@ from typing import Callable
 
 from gramc import __version__
 from gramc.compiler.pipeline import CompileOptions, compile_source
-from gramc.limits import DEFAULT_LIMITS, Limits
+from gramc.limits import DEFAULT_LIMITS, DEFAULT_RUNTIME_LIMITS, Limits, RuntimeLimits
 from gramc.runtime.artifact import ARTIFACT_VERSION, Artifact, load
 from gramc.runtime.pda_artifact import PDAArtifact
 from gramc.vocab import Vocab, load_vocab
@@ -29,6 +29,7 @@ def compile(
     cache_dir: str | os.PathLike | None = None,
     options: CompileOptions | None = None,
     limits: Limits = DEFAULT_LIMITS,
+    runtime_limits: RuntimeLimits = DEFAULT_RUNTIME_LIMITS,
     source_name: str = "<input>",
     progress: Callable[[str], None] | None = None,
 ) -> Artifact | PDAArtifact:
@@ -45,7 +46,9 @@ def compile(
             key (source, format, options, vocabulary fingerprint, compiler version) is there
             is loaded instead of rebuilt, and a fresh one is stored.
         options: language-changing options (see :class:`CompileOptions`).
-        limits: resource limits (see :class:`gramc.limits.Limits`).
+        limits: resource limits of the compile (see :class:`gramc.limits.Limits`).
+        runtime_limits: bounds of what the artifact caches while it serves masks (see
+            :class:`gramc.limits.RuntimeLimits`).
         source_name: how error messages name the source (e.g. its file name).
         progress: called with the name of each stage as it starts (the CLI shows them).
 
@@ -58,7 +61,7 @@ def compile(
     vocab_obj = load_vocab(vocab) if vocab is not None else None
     cached = _cache_path(cache_dir, source, format, options, vocab_obj) if cache_dir and not lazy else None
     if cached is not None and cached.exists():
-        return load(cached, vocab_obj)
+        return load(cached, vocab_obj, runtime_limits=runtime_limits)
     report = progress or (lambda stage: None)
     special = vocab_obj.special_names if vocab_obj is not None else None
     compiled = compile_source(source, format, options, limits, source_name, report, special)
@@ -67,7 +70,7 @@ def compile(
         artifact = cls(compiled.automaton, compiled.meta)
     else:
         report(f"binding the {compiled.kind.upper()} to {vocab_obj.size} tokens")
-        artifact = cls.bound(compiled.automaton, compiled.meta, vocab_obj, lazy=lazy)
+        artifact = cls.bound(compiled.automaton, compiled.meta, vocab_obj, lazy=lazy, runtime_limits=runtime_limits)
     if cached is not None:
         cached.parent.mkdir(parents=True, exist_ok=True)
         artifact.save(cached)

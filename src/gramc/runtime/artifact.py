@@ -19,6 +19,7 @@ from gramc.automata.tables import DFATable
 from gramc.automata.trie import trie_for
 from gramc.errors import ArtifactFormatError, VocabularyError
 from gramc.formats import container
+from gramc.limits import DEFAULT_RUNTIME_LIMITS, RuntimeLimits
 from gramc.runtime.token_table import TokenTable
 from gramc.vocab import Vocab, load_vocab
 
@@ -65,13 +66,22 @@ class ArtifactBase:
     def _matcher_class(self) -> type:
         raise NotImplementedError
 
-    def bind(self, vocab: "Vocab | str", *, lazy: bool = False):
-        """This artifact bound to ``vocab`` (a bound artifact must match its fingerprint)."""
+    def bind(self, vocab: "Vocab | str", *, lazy: bool = False, runtime_limits: RuntimeLimits | None = None):
+        """This artifact bound to ``vocab`` (a bound artifact must match its fingerprint, and
+        is returned as it is, its caches bounded by ``runtime_limits`` when given)."""
         vocab = load_vocab(vocab)
         if self.vocab is not None:
             check_vocab(self.vocab, vocab)
+            if runtime_limits is not None:
+                self._table.set_limits(runtime_limits)
             return self
-        return type(self).bound(*self._unbound_copy_args(), vocab, lazy=lazy, **self._bind_options())
+        return type(self).bound(*self._unbound_copy_args(), vocab, lazy=lazy,
+                                runtime_limits=runtime_limits or DEFAULT_RUNTIME_LIMITS, **self._bind_options())
+
+    def cache_stats(self) -> dict[str, dict[str, int]]:
+        """What the token table caches now: per cache, its entries, its bound (see
+        :class:`~gramc.limits.RuntimeLimits`) and its evictions (or fresh starts) so far."""
+        return self.token_table.cache_stats()
 
     @property
     def is_bound(self) -> bool:
@@ -149,15 +159,17 @@ class Artifact(ArtifactBase):
     # ------------------------------------------------------------ binding
 
     @classmethod
-    def bound(cls, dfa: DFATable, meta: dict, vocab: Vocab, *, lazy: bool = False) -> "Artifact":
-        """Bind ``dfa`` to ``vocab``: every state now (eager) or on first use (lazy)."""
+    def bound(cls, dfa: DFATable, meta: dict, vocab: Vocab, *, lazy: bool = False,
+              runtime_limits: RuntimeLimits = DEFAULT_RUNTIME_LIMITS) -> "Artifact":
+        """Bind ``dfa`` to ``vocab``: every state now (eager) or on first use (lazy); the
+        table's caches are bounded by ``runtime_limits``."""
         trie = trie_for(vocab)
         info = VocabInfo.of(vocab)
         if lazy:
-            table = TokenTable.lazy(dfa, trie, info.eos_ids)
+            table = TokenTable.lazy(dfa, trie, info.eos_ids, runtime_limits)
         else:
             rows = bind_states(dfa, trie, np.arange(dfa.n_states))
-            table = TokenTable.eager(dfa, rows, vocab.size, info.eos_ids)
+            table = TokenTable.eager(dfa, rows, vocab.size, info.eos_ids, runtime_limits)
         return cls(dfa, meta, info, table)
 
     def _unbound_copy_args(self) -> tuple:
@@ -209,13 +221,15 @@ def check_vocab(info: VocabInfo, vocab: Vocab) -> None:
 # ---------------------------------------------------------------- reading
 
 
-def from_bytes(data: bytes, vocab: Vocab | str | None = None, *, verify: bool = False) -> Artifact:
+def from_bytes(data: bytes, vocab: Vocab | str | None = None, *, verify: bool = False,
+               runtime_limits: RuntimeLimits | None = None) -> Artifact:
     """Read an artifact from ``.gmask`` bytes (see :func:`load`)."""
     meta, arrays = container.unpack(data)
-    return _from_container(meta, arrays, vocab, verify)
+    return _from_container(meta, arrays, vocab, verify, runtime_limits)
 
 
-def load(path: str | os.PathLike, vocab: Vocab | str | None = None, *, verify: bool = False) -> Artifact:
+def load(path: str | os.PathLike, vocab: Vocab | str | None = None, *, verify: bool = False,
+         runtime_limits: RuntimeLimits | None = None) -> Artifact:
     """Load a ``.gmask`` artifact.
 
     Args:
@@ -225,22 +239,26 @@ def load(path: str | os.PathLike, vocab: Vocab | str | None = None, *, verify: b
             to it here. Optional for bound artifacts.
         verify: re-bind against ``vocab`` and compare with the stored token tables, for
             artifacts from untrusted sources (structural checks always run).
+        runtime_limits: bounds of what the artifact caches while it serves masks (see
+            :class:`~gramc.limits.RuntimeLimits`; the defaults when None).
 
     Raises:
         ArtifactFormatError: the file is corrupt, truncated, hostile or of another version.
         VocabularyError: ``vocab`` does not match.
     """
     meta, arrays = container.read_file(path)
-    return _from_container(meta, arrays, vocab, verify)
+    return _from_container(meta, arrays, vocab, verify, runtime_limits)
 
 
-def _from_container(meta: dict, arrays: dict, vocab, verify: bool):
+def _from_container(meta: dict, arrays: dict, vocab, verify: bool, runtime_limits: RuntimeLimits | None):
     from gramc.runtime.validate import read_artifact
 
     art = read_artifact(meta, arrays)
     vocab_obj = load_vocab(vocab) if vocab is not None else None
     if art.vocab is None:
-        return art.bind(vocab_obj) if vocab_obj is not None else art
+        return art.bind(vocab_obj, runtime_limits=runtime_limits) if vocab_obj is not None else art
+    if runtime_limits is not None:
+        art._table.set_limits(runtime_limits)
     if vocab_obj is not None:
         check_vocab(art.vocab, vocab_obj)
     if verify:

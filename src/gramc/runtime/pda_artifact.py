@@ -16,6 +16,7 @@ import numpy as np
 from gramc.automata.pda_bind import DEFAULT_DEPTH, LAZY_DEPTH, NodeTokens, bind_nodes, expand
 from gramc.automata.pda_table import PDATable
 from gramc.automata.trie import trie_for
+from gramc.limits import DEFAULT_RUNTIME_LIMITS, RuntimeLimits
 from gramc.runtime.artifact import ArtifactBase, VocabInfo
 from gramc.runtime.pda_tokens import PDATokenTable
 from gramc.vocab import Vocab
@@ -42,20 +43,21 @@ class PDAArtifact(ArtifactBase):
 
     @classmethod
     def bound(cls, pda: PDATable, meta: dict, vocab: Vocab, *, lazy: bool = False,
-              depth: int = DEFAULT_DEPTH) -> "PDAArtifact":
+              depth: int = DEFAULT_DEPTH, runtime_limits: RuntimeLimits = DEFAULT_RUNTIME_LIMITS) -> "PDAArtifact":
         """Bind ``pda`` to ``vocab``: every node now (eager) or on first use (lazy).
 
         ``depth`` is that of the written tables. Lazy nodes are bound while a mask waits, with
         at most :data:`LAZY_DEPTH` calls expanded: on 49 MaskBench PDA schemas that cut the
         time spent in masks by a third (TBM p99 34 -> 20 ms), and the extra uncertain tokens
-        cost little on the stack DFA. Masks are the same either way."""
+        cost little on the stack DFA. Masks are the same either way. The table's caches are
+        bounded by ``runtime_limits``."""
         trie = trie_for(vocab)
         if lazy:
             table = PDATokenTable(pda, vocab.tokens, vocab.special_ids, vocab.eos_ids, None, trie,
-                                  min(depth, LAZY_DEPTH))
+                                  min(depth, LAZY_DEPTH), runtime_limits)
         else:
             table = PDATokenTable(pda, vocab.tokens, vocab.special_ids, vocab.eos_ids,
-                                  eager_rows(pda, trie, depth), trie, depth)
+                                  eager_rows(pda, trie, depth), trie, depth, runtime_limits)
         return cls(pda, meta, VocabInfo.of(vocab), table, depth)
 
     def _unbound_copy_args(self) -> tuple:
