@@ -9,7 +9,10 @@ committed. Artifacts are kept in an LRU of ``RuntimeLimits.compiled_grammars`` a
 processor keeps them, so the most recently used grammars stay alive with their caches, as in a
 server. Instances are tokenised greedily (the longest vocabulary token that prefixes the rest of
 the text): a valid tokenisation, without the model's tokenizer. Every ``--every`` schemas the RSS
-(``/proc/self/statm``) is sampled. Schemas the compiler refuses are counted and skipped.
+(``/proc/self/statm``) is sampled twice: as it is, and after glibc's ``malloc_trim(0)`` hands
+freed heap back to the system (what the live objects hold; a compile's transient peak otherwise
+stays in the heap). Schemas the compiler refuses are counted and skipped, and those whose
+compile and serving raised the process's peak RSS by more than 256 MiB are listed.
 
 Usage::
 
@@ -24,6 +27,8 @@ artifacts at the end) and a markdown summary beside it (``.md``).
 from __future__ import annotations
 
 import argparse
+import ctypes
+import ctypes.util
 import gzip
 import json
 import os
@@ -31,6 +36,7 @@ import platform
 import resource
 import sys
 import time
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -126,6 +132,21 @@ def rss_mb() -> float:
 PROCESS_WIDE = ("shared_slice_shapes", "counted_shapes")
 
 
+def trimmed_rss_mb() -> float:
+    """Resident memory after returning freed heap to the system (glibc only; else as is)."""
+    name = ctypes.util.find_library("c")
+    if name:
+        try:
+            ctypes.CDLL(name).malloc_trim(0)
+        except (OSError, AttributeError):
+            pass
+    return rss_mb()
+
+
+def peak_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
 def summed_stats(arts) -> dict[str, dict[str, int]]:
     """Per cache name: entries, evictions and resets summed over ``arts`` (the largest, for a
     process-wide cache)."""
@@ -161,9 +182,11 @@ def soak(records: list[dict], vocab, limits, *, instances: int = 3, every: int =
     compile_limits = gramc.limits.Limits(max_compile_seconds=compile_seconds)
     counts = {"compiled": 0, "compile_errors": 0, "instances": 0, "accepted": 0, "not_accepted": 0,
               "untokenisable": 0, "tokens": 0}
-    samples = [{"schemas": 0, "seconds": 0.0, "rss_mb": round(rss_mb(), 1)}]
+    samples = [{"schemas": 0, "seconds": 0.0, "rss_mb": round(rss_mb(), 1), "trimmed_mb": round(trimmed_rss_mb(), 1)}]
+    spikes = []
     t0 = time.monotonic()
     for i, rec in enumerate(records, 1):
+        peak_before = peak_mb()
         try:
             art = gramc.compile(json.dumps(rec["schema"]), format="json_schema", vocab=vocab, lazy=True,
                                 limits=compile_limits, runtime_limits=limits)
@@ -182,25 +205,31 @@ def soak(records: list[dict], vocab, limits, *, instances: int = 3, every: int =
                 counts["instances"] += 1
                 counts["tokens"] += len(ids)
                 counts["accepted" if verdict == "accepted" else "not_accepted"] += 1
+        if peak_mb() > peak_before + 256:
+            spikes.append({"id": rec["id"], "kind": getattr(art, "kind", None), "peak_mb": round(peak_mb(), 1),
+                           "raised_by_mb": round(peak_mb() - peak_before, 1)})
         if i % every == 0 or i == len(records):
-            sample = {"schemas": i, "seconds": round(time.monotonic() - t0, 1), "rss_mb": round(rss_mb(), 1)}
+            sample = {"schemas": i, "seconds": round(time.monotonic() - t0, 1), "rss_mb": round(rss_mb(), 1),
+                      "trimmed_mb": round(trimmed_rss_mb(), 1)}
             samples.append(sample)
-            log(f"{i:5d} schemas  {sample['seconds']:7.1f} s  RSS {sample['rss_mb']:7.1f} MiB")
+            log(f"{i:5d} schemas  {sample['seconds']:7.1f} s  RSS {sample['rss_mb']:7.1f} MiB  "
+                f"trimmed {sample['trimmed_mb']:7.1f} MiB")
     stats = summed_stats(kept.values())
     for name, st in evicted_stats.items():
         acc = stats.setdefault(name, {})
         for k in ("evictions", "resets"):
             if k in st and name not in PROCESS_WIDE:
                 acc[k] = acc.get(k, 0) + st[k]
-    return {"counts": counts, "samples": samples, "cache_stats": stats,
-            "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)}
+    return {"counts": counts, "samples": samples, "cache_stats": stats, "peak_spikes": spikes,
+            "peak_rss_mb": round(peak_mb(), 1)}
 
 
 def markdown(run: dict) -> str:
     s = run["settings"]
     c = run["counts"]
     rss = [x["rss_mb"] for x in run["samples"]]
-    half = rss[len(rss) // 2:]
+    trimmed = [x["trimmed_mb"] for x in run["samples"]]
+    half = trimmed[len(trimmed) // 2:]
     lines = [
         "# Soak: compile and serve MaskBench dev schemas in one process",
         "",
@@ -210,13 +239,19 @@ def markdown(run: dict) -> str:
         f"- compiled {c['compiled']}, compile errors {c['compile_errors']}; instances served {c['instances']} "
         f"({c['tokens']} tokens), accepted {c['accepted']}, not accepted {c['not_accepted']}, "
         f"untokenisable {c['untokenisable']}",
-        f"- RSS: start {rss[0]:.0f} MiB, max {max(rss):.0f} MiB, end {rss[-1]:.0f} MiB; "
-        f"second half min/max {min(half):.0f}/{max(half):.0f} MiB; peak (ru_maxrss) {run['peak_rss_mb']:.0f} MiB",
+        f"- RSS after malloc_trim (live memory): start {trimmed[0]:.0f} MiB, max {max(trimmed):.0f} MiB, "
+        f"end {trimmed[-1]:.0f} MiB; second half min/max {min(half):.0f}/{max(half):.0f} MiB",
+        f"- RSS as sampled: max {max(rss):.0f} MiB, end {rss[-1]:.0f} MiB; peak (ru_maxrss) "
+        f"{run['peak_rss_mb']:.0f} MiB",
+        "- schemas that raised the peak by more than 256 MiB: " + (", ".join(
+            f"{x['id']} ({x['kind']}, +{x['raised_by_mb']:.0f} to {x['peak_mb']:.0f} MiB)"
+            for x in run["peak_spikes"]) or "none"),
         "",
-        "| schemas | seconds | RSS MiB |",
-        "|---:|---:|---:|",
+        "| schemas | seconds | RSS MiB | after malloc_trim MiB |",
+        "|---:|---:|---:|---:|",
     ]
-    lines += [f"| {x['schemas']} | {x['seconds']:.0f} | {x['rss_mb']:.0f} |" for x in run["samples"]]
+    lines += [f"| {x['schemas']} | {x['seconds']:.0f} | {x['rss_mb']:.0f} | {x['trimmed_mb']:.0f} |"
+              for x in run["samples"]]
     lines += ["", "Cache statistics (summed over the artifacts kept at the end; evictions and resets also "
               "over those evicted before):", "", "| cache | entries | evictions | resets |", "|---|---:|---:|---:|"]
     for name, st in sorted(run["cache_stats"].items()):
@@ -240,6 +275,7 @@ def main(argv=None) -> int:
     sys.path.insert(0, str(REPO / "src"))
     import gramc
 
+    warnings.simplefilter("ignore", gramc.errors.GramcWarning)  # per-schema notes, not the soak's
     limits = tiny_limits() if args.tiny else gramc.RuntimeLimits()
     vocab = gramc.load_vocab(VOCABS[args.vocab])
     records = load_schemas(args.schemas)

@@ -38,7 +38,7 @@ import numpy as np
 from gramc.automata.pda_table import PDATable
 from gramc.automata.tables import DEAD
 from gramc.automata.trie import TokenTrie
-from gramc.automata.walk import WalkBuffers, set_walked, walk
+from gramc.automata.walk import set_walked, shared_buffers, walk
 from gramc.limits import DEFAULT_RUNTIME_LIMITS, RuntimeLimits
 from gramc.runtime.bitmask import n_words
 from gramc.runtime.cache import LRUCache
@@ -118,7 +118,6 @@ class NodeSlices:
         # Their share per byte class, to price a node's first-byte exits.
         self._first_share = np.bincount(self._byte_class, weights=self._first_count,
                                         minlength=self._succ.shape[1]) / max(1, len(trie.sorted_ids))
-        self._buffers = WalkBuffers(len(trie.sorted_ids))
         self.set_limits(limits)
 
     def set_limits(self, limits: RuntimeLimits) -> None:
@@ -242,7 +241,7 @@ class NodeSlices:
         """The tokens of the disjoint ranges ``rows`` (see :func:`walk`) walked through
         ``trans`` (columns: ``cls``, the table's byte classes by default): those read alive
         are set in the packed row ``into``; returns the exits (hits) met."""
-        trie, buf = self.trie, self._buffers
+        trie, buf = self.trie, shared_buffers(len(self.trie.sorted_ids))
         buf.ranges[: len(rows)] = rows
         cls = self._byte_class if cls is None else cls
         ne, nh, _, _ = walk(trans, cls, trie.blob, trie.offsets, trie.lengths, trie.lcp,

@@ -68,7 +68,6 @@ class StackDFA:
         self._reads_bits: dict[int, int] = {}
         self._rows: dict[int, np.ndarray] = {}  # a new state's first row, by the classes read
         self._table = table
-        self._walk_buffers = None
         self._slices = None
         self._counted = None
         self._reset()
@@ -158,16 +157,14 @@ class StackDFA:
         count inside the item of a counted repetition (:mod:`gramc.runtime.pda_counted`); the
         rest are walked through this DFA, its missing states built on the way. Raises
         :class:`TooLarge` as :meth:`accepts` does."""
-        from gramc.automata.walk import WalkBuffers  # numba: imported on the first walk
+        from gramc.automata.walk import shared_buffers  # numba: imported on the first walk
         from gramc.runtime.pda_slices import NodeSlices
 
         self._grow_or_reset()
         n_tok = len(trie.sorted_ids)
-        if self._walk_buffers is None or self._walk_buffers.n_tok != n_tok:
-            self._walk_buffers = WalkBuffers(n_tok)
         if self._slices is None or self._slices.trie is not trie:
             self._slices = NodeSlices(self._table, trie, limits=self.limits)
-        buf = self._walk_buffers
+        buf = shared_buffers(n_tok)
         # Each configuration's stack-free tokens, then its tokens that read on past an exit,
         # walked from where they left (the exit node on this configuration's stack), in
         # batches that cannot overflow the buffers (at most n_tok tokens end per batch).

@@ -47,7 +47,6 @@ class TokenTable:
         self._words: np.ndarray | None = None  # eager: all rows; lazy: the _word_rows cache
         self._views: dict[str, list[np.ndarray]] = {}
         self._trie: TokenTrie | None = None
-        self._walk_buffers = None  # lazy: made on the first bind
         self._slices = None  # lazy: the DFA's node slices, made on the first mask
         self._exit_walk: tuple[np.ndarray, np.ndarray] | None = None  # (delta, marks) for walk_rows
         self._forced_len: np.ndarray | None = None
@@ -126,11 +125,10 @@ class TokenTable:
     def _bind(self, q: int) -> None:
         if self._trie is None:
             raise AssertionError("eager token tables are fully bound")
-        if self._walk_buffers is None:
-            from gramc.automata.walk import WalkBuffers  # numba: imported on the first bind
+        from gramc.automata.walk import shared_buffers  # numba: imported on the first bind
 
-            self._walk_buffers = WalkBuffers(len(self._trie.sorted_ids))
-        rows, words, dense = bind_state(self.dfa, self._trie, q, self._forced_len, self._walk_buffers)
+        buf = shared_buffers(len(self._trie.sorted_ids))
+        rows, words, dense = bind_state(self.dfa, self._trie, q, self._forced_len, buf)
         self._install(rows)
         if dense is not None and self._dense is not None:
             self._dense[q] = dense
