@@ -93,7 +93,7 @@ class StackDFA:
                 out.update(made.cache_stats())
         return out
 
-    def _grow_or_reset(self) -> None:
+    def _reset_if_full(self) -> None:
         """Start afresh once past the state bound (between walks: no state id is held)."""
         if len(self._states) > self.limits.stack_dfa_states:
             self.clear()
@@ -123,7 +123,7 @@ class StackDFA:
         cached about it and the caller checks these tokens another way)."""
         from gramc.automata.walk import run_tokens  # numba: imported on the first check
 
-        self._grow_or_reset()
+        self._reset_if_full()
         classes, offsets, lengths = self._tokens()
         ids = np.asarray(token_ids, dtype=np.int64)
         state = np.full(len(ids), self._state(self.parser.interned(key)), dtype=np.int64)
@@ -160,7 +160,7 @@ class StackDFA:
         from gramc.automata.walk import shared_buffers  # numba: imported on the first walk
         from gramc.runtime.pda_slices import NodeSlices
 
-        self._grow_or_reset()
+        self._reset_if_full()
         n_tok = len(trie.sorted_ids)
         if self._slices is None or self._slices.trie is not trie:
             self._slices = NodeSlices(self._table, trie, limits=self.limits)
