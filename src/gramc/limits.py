@@ -80,7 +80,7 @@ class RuntimeLimits:
     #: past it the parser starts a new generation and every cache keyed by them is dropped.
     interned_sets: int = 500_000
     #: States of the stack DFA (a configuration set and a row of byte-class transitions,
-    #: ~0.5 KB each for a JSON schema) before it is dropped and grown afresh.
+    #: up to ~0.75 KB each for a JSON schema) before it is dropped and grown afresh.
     stack_dfa_states: int = 200_000
     #: Node slices (lazy PDA, lazy DFA): a packed row and its exits each, ~16 KB.
     node_slices: int = 4096
