@@ -14,7 +14,7 @@ from typing import Callable
 
 from gramc import __version__
 from gramc.compiler.pipeline import CompileOptions, compile_source
-from gramc.limits import DEFAULT_LIMITS, Deadline, Limits
+from gramc.limits import DEFAULT_LIMITS, DEFAULT_RUNTIME_LIMITS, Deadline, Limits, RuntimeLimits
 from gramc.runtime.artifact import ARTIFACT_VERSION, Artifact
 from gramc.runtime.counted import CountedArtifact
 from gramc.runtime.dfa_artifact import DFAArtifact
@@ -33,6 +33,7 @@ def compile(
     cache_dir: str | os.PathLike | None = None,
     options: CompileOptions | None = None,
     limits: Limits = DEFAULT_LIMITS,
+    runtime_limits: RuntimeLimits = DEFAULT_RUNTIME_LIMITS,
     source_name: str = "<input>",
     progress: Callable[[str], None] | None = None,
 ) -> Artifact:
@@ -55,6 +56,8 @@ def compile(
             frontend, the automaton's construction and, for an eager compile, the binding
             (``max_compile_seconds`` covers all of it; ``max_memory`` is checked before the
             large arrays are allocated).
+        runtime_limits: bounds of what the artifact caches while it serves masks (see
+            :class:`gramc.limits.RuntimeLimits`).
         source_name: how error messages name the source (e.g. its file name).
         progress: called with the name of each stage as it starts (the CLI shows them).
 
@@ -71,7 +74,7 @@ def compile(
     vocab_obj = load_vocab(vocab) if vocab is not None else None
     cached = _cache_path(cache_dir, source, format, options, vocab_obj) if cache_dir and bind and not lazy else None
     if cached is not None and cached.exists():
-        return load(cached, vocab_obj)
+        return load(cached, vocab_obj, runtime_limits=runtime_limits)
     report = progress or (lambda stage: None)
     special = vocab_obj.special_names if vocab_obj is not None else None
     compiled = compile_source(source, format, options, limits, source_name, report, special, deadline)
@@ -82,7 +85,7 @@ def compile(
         stage = f"binding the {compiled.kind.upper()} to {vocab_obj.size} tokens"
         report(stage)
         artifact = cls.bound(compiled.automaton, compiled.meta, vocab_obj, lazy=lazy, limits=limits,
-                             deadline=deadline.during(stage))
+                             deadline=deadline.during(stage), runtime_limits=runtime_limits)
     if cached is not None:
         cached.parent.mkdir(parents=True, exist_ok=True)
         artifact.save(cached)

@@ -18,7 +18,7 @@ import numpy as np
 
 from gramc.errors import VocabularyError
 from gramc.formats import container
-from gramc.limits import DEFAULT_LIMITS, Deadline, Limits
+from gramc.limits import DEFAULT_LIMITS, DEFAULT_RUNTIME_LIMITS, Deadline, Limits, RuntimeLimits
 from gramc.vocab import Vocab, load_vocab
 
 #: Version of the artifact layout inside the container (the sections and their meaning).
@@ -67,10 +67,11 @@ class Artifact(ABC):
     @classmethod
     @abstractmethod
     def bound(cls, automaton: Any, meta: dict, vocab: Vocab, *, lazy: bool = False,
-              limits: Limits = DEFAULT_LIMITS, deadline: Deadline | None = None) -> "Artifact":
+              limits: Limits = DEFAULT_LIMITS, deadline: Deadline | None = None,
+              runtime_limits: RuntimeLimits = DEFAULT_RUNTIME_LIMITS) -> "Artifact":
         """``automaton`` bound to ``vocab``: every state now (eager) or on first use (lazy),
-        within ``limits.max_memory`` and ``deadline``. A kind may take more keyword options
-        (see ``_bind_options``)."""
+        within ``limits.max_memory`` and ``deadline``; the table's caches are bounded by
+        ``runtime_limits``. A kind may take more keyword options (see ``_bind_options``)."""
 
     @abstractmethod
     def _unbound_copy_args(self) -> tuple[Any, dict]:
@@ -94,13 +95,23 @@ class Artifact(ABC):
 
     # ------------------------------------------------------------ binding and matching
 
-    def bind(self, vocab: "Vocab | str", *, lazy: bool = False) -> "Artifact":
-        """This artifact bound to ``vocab`` (a bound artifact must match its fingerprint)."""
+    def bind(self, vocab: "Vocab | str", *, lazy: bool = False,
+             runtime_limits: RuntimeLimits | None = None) -> "Artifact":
+        """This artifact bound to ``vocab`` (a bound artifact must match its fingerprint, and
+        is returned as it is, its caches bounded by ``runtime_limits`` when given)."""
         vocab = load_vocab(vocab)
         if self.vocab is not None:
             check_vocab(self.vocab, vocab)
+            if runtime_limits is not None:
+                self._table.set_limits(runtime_limits)
             return self
-        return type(self).bound(*self._unbound_copy_args(), vocab, lazy=lazy, **self._bind_options())
+        return type(self).bound(*self._unbound_copy_args(), vocab, lazy=lazy,
+                                runtime_limits=runtime_limits or DEFAULT_RUNTIME_LIMITS, **self._bind_options())
+
+    def cache_stats(self) -> dict[str, dict[str, int]]:
+        """What the token table caches now: per cache, its entries, its bound (see
+        :class:`~gramc.limits.RuntimeLimits`) and its evictions (or fresh starts) so far."""
+        return self.token_table.cache_stats()
 
     @property
     def is_bound(self) -> bool:

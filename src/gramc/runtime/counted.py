@@ -30,7 +30,8 @@ from gramc.automata.bind import TokenRows, bind_states, forced_lengths
 from gramc.automata.counted import CountedDFA
 from gramc.automata.tables import DEAD
 from gramc.automata.trie import TokenTrie, trie_for
-from gramc.limits import DEFAULT_LIMITS, Deadline, Limits
+from gramc.limits import DEFAULT_LIMITS, DEFAULT_RUNTIME_LIMITS, Deadline, Limits, RuntimeLimits
+from gramc.runtime.cache import LRUCache
 from gramc.runtime.artifact import Artifact, VocabInfo
 from gramc.bitmask import n_words, set_bits, unpack_row
 from gramc.runtime.matcher import DFAMatcher
@@ -38,12 +39,6 @@ from gramc.vocab import Vocab
 
 #: Artifact layout version of counted artifacts (layout 1 plus the ``counted`` kind).
 COUNTED_ARTIFACT_VERSION = 2
-#: Bytes of packed counter-state rows and bool masks a table caches (each kind), beyond which
-#: the cache starts over.
-ROW_CACHE_BYTES = 64 << 20
-#: Counted slices a table keeps by (site, item state) before it starts over (they are also
-#: shared by shape, see :mod:`gramc.runtime.pda_counted`).
-MAX_SLICES = 4096
 
 
 class CountedTokenTable:
@@ -54,7 +49,8 @@ class CountedTokenTable:
     the walk table are made on first use: a loaded artifact's outer masks and every commit
     need neither."""
 
-    def __init__(self, cdfa: CountedDFA, vocab: Vocab, rows: TokenRows | None = None, lazy: bool = False):
+    def __init__(self, cdfa: CountedDFA, vocab: Vocab, rows: TokenRows | None = None, lazy: bool = False,
+                 limits: RuntimeLimits = DEFAULT_RUNTIME_LIMITS):
         self.cdfa, self._vocab = cdfa, vocab
         self.token_bytes, self.special = vocab.tokens, frozenset(vocab.special_ids)
         self.vocab_size = vocab.size
@@ -66,15 +62,13 @@ class CountedTokenTable:
         self._trie: TokenTrie | None = None
         self._walk: tuple | None = None
         self._forced_len: np.ndarray | None = None
-        self._buffers = None
         n = cdfa.n_outer
         self._ids: list[Any] = [None] * n  # an outer state's allowed ids once bound
         self._next: list[Any] = [None] * n
         self._forced = np.full(n, -2, dtype=np.int32)  # -2: not bound yet
         self._outer_words: dict[int, np.ndarray] = {}
-        self._rows: dict[tuple, np.ndarray] = {}
-        self._masks: dict[tuple, np.ndarray] = {}
-        self._slices: dict[tuple[int, int], Any] = {}
+        self._shapes: LRUCache | None = None
+        self.set_limits(limits)
         self.is_lazy = rows is None and lazy
         if rows is not None:
             self._install(rows)
@@ -154,10 +148,22 @@ class CountedTokenTable:
         key = self._counter_key(q)
         row = self._rows.get(key)
         if row is None:
-            if len(self._rows) * self.n_words * 4 >= ROW_CACHE_BYTES:
-                self._rows.clear()
-            row = self._rows[key] = self._counter_words(*key, self.cdfa.accepts(q))
+            row = self._rows.put(key, self._counter_words(*key, self.cdfa.accepts(q)))
         return row
+
+    def set_limits(self, limits: RuntimeLimits) -> None:
+        """Bound the caches by ``limits`` (they start empty): counter-state rows as
+        ``mask_rows``, bool masks as ``bool_masks``, counted slices as ``node_slices``; the
+        slices' shapes are shared process-wide (``counted_shapes``)."""
+        self._limits = limits
+        self._rows = LRUCache(limits.mask_rows)
+        self._masks = LRUCache(limits.bool_masks)
+        self._slices = LRUCache(limits.node_slices)
+
+    def cache_stats(self) -> dict[str, dict[str, int]]:
+        """Per cache: entries now, its bound, and evictions so far."""
+        return {"mask_rows": self._rows.stats(), "bool_masks": self._masks.stats(),
+                "node_slices": self._slices.stats()}
 
     def _counter_words(self, j: int, i: int, left: int, need: int, accepting: bool) -> np.ndarray:
         """The row of item state ``i`` of site ``j`` with ``left`` further iterations allowed
@@ -187,7 +193,7 @@ class CountedTokenTable:
     def _slice(self, j: int, i: int):
         """The counted slice of item state ``i`` at site ``j`` (its exit bytes are what the
         site's return state reads)."""
-        from gramc.runtime.pda_counted import counted_slice  # numba: imported on first use
+        from gramc.runtime.pda_counted import counted_slice, shared_shapes  # numba: imported on first use
 
         found = self._slices.get((j, i))
         if found is None:
@@ -196,30 +202,25 @@ class CountedTokenTable:
             targets = item.delta[1:][:, item.byte_class].astype(np.int64)
             rows = targets - 1  # local ids 0..w-1, -1 dead
             exit_bytes = self.cdfa.outer_live_bytes(ret)
-            if len(self._slices) >= MAX_SLICES:
-                self._slices.clear()
-            found = self._slices[(j, i)] = counted_slice(rows, item.accept[1:].astype(bool), exit_bytes,
-                                                         item.start - 1, i - 1, self.max_len, self.trie,
-                                                         self._walk_buffers())
+            self._shapes = shared_shapes(self.trie, self._limits.counted_shapes, self._shapes)
+            found = self._slices.put((j, i), counted_slice(
+                rows, item.accept[1:].astype(bool), exit_bytes, item.start - 1, i - 1, self.max_len, self.trie,
+                self._walk_buffers(), self._shapes))
         return found
 
     def _walk_buffers(self):
-        if self._buffers is None:
-            from gramc.automata.walk import WalkBuffers
+        from gramc.automata.walk import shared_buffers
 
-            self._buffers = WalkBuffers(len(self.trie.sorted_ids))
-        return self._buffers
+        return shared_buffers(len(self.trie.sorted_ids))
 
     def mask(self, q: int, size: int) -> np.ndarray:
         """A read-only bool mask of length ``size`` for state ``q`` (cached)."""
         key = (self._mask_key(q), size)
         mask = self._masks.get(key)
         if mask is None:
-            if len(self._masks) * size >= ROW_CACHE_BYTES:
-                self._masks.clear()
             mask = unpack_row(self.words(q), size)
             mask.flags.writeable = False
-            self._masks[key] = mask
+            self._masks.put(key, mask)
         return mask
 
     def _mask_key(self, q: int) -> int | tuple[int, int, int, int]:
@@ -303,7 +304,8 @@ class CountedArtifact(Artifact):
 
     @classmethod
     def bound(cls, cdfa: CountedDFA, meta: dict, vocab: Vocab, *, lazy: bool = False,
-              limits: Limits = DEFAULT_LIMITS, deadline: Deadline | None = None) -> "CountedArtifact":
+              limits: Limits = DEFAULT_LIMITS, deadline: Deadline | None = None,
+              runtime_limits: RuntimeLimits = DEFAULT_RUNTIME_LIMITS) -> "CountedArtifact":
         """Bind ``cdfa`` to ``vocab``: the outer states now (eager) or on first use (lazy).
         Only the outer states are bound (counter states never are), so ``limits.max_memory``
         is checked for their packed masks and ``deadline`` once before."""
@@ -312,7 +314,7 @@ class CountedArtifact(Artifact):
                                 f"the packed token masks of {cdfa.n_outer:,} outer states")
             if deadline is not None:
                 deadline.check()
-        table = CountedTokenTable(cdfa, vocab, lazy=lazy)
+        table = CountedTokenTable(cdfa, vocab, lazy=lazy, limits=runtime_limits)
         return cls(cdfa, meta, VocabInfo.of(vocab), table)
 
     def _unbound_copy_args(self) -> tuple[Any, dict]:

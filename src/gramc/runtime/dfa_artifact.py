@@ -16,7 +16,7 @@ from gramc.automata.bind import bind_states
 from gramc.automata.tables import DFATable
 from gramc.automata.trie import trie_for
 from gramc.bitmask import n_words
-from gramc.limits import DEFAULT_LIMITS, Deadline, Limits
+from gramc.limits import DEFAULT_LIMITS, DEFAULT_RUNTIME_LIMITS, Deadline, Limits, RuntimeLimits
 from gramc.runtime.artifact import Artifact, VocabInfo
 from gramc.runtime.token_table import TokenTable
 from gramc.vocab import Vocab
@@ -43,21 +43,22 @@ class DFAArtifact(Artifact):
 
     @classmethod
     def bound(cls, dfa: DFATable, meta: dict, vocab: Vocab, *, lazy: bool = False,
-              limits: Limits = DEFAULT_LIMITS, deadline: Deadline | None = None) -> "DFAArtifact":
+              limits: Limits = DEFAULT_LIMITS, deadline: Deadline | None = None,
+              runtime_limits: RuntimeLimits = DEFAULT_RUNTIME_LIMITS) -> "DFAArtifact":
         """Bind ``dfa`` to ``vocab``: every state now (eager) or on first use (lazy).
 
         An eager binding checks ``limits.max_memory`` before its large arrays (the packed
         masks from their shape, the token rows as they are walked) and ``deadline`` between
-        batches of states."""
+        batches of states; the table's caches are bounded by ``runtime_limits``."""
         trie = trie_for(vocab)
         info = VocabInfo.of(vocab)
         if lazy:
-            table = TokenTable.lazy(dfa, trie, info.eos_ids)
+            table = TokenTable.lazy(dfa, trie, info.eos_ids, runtime_limits)
         else:
             limits.check_memory(dfa.n_states * n_words(vocab.size) * 4,
                                 f"the packed token masks of {dfa.n_states:,} DFA states")
             rows = bind_states(dfa, trie, np.arange(dfa.n_states), limits=limits, deadline=deadline)
-            table = TokenTable.eager(dfa, rows, vocab.size, info.eos_ids)
+            table = TokenTable.eager(dfa, rows, vocab.size, info.eos_ids, runtime_limits)
         return cls(dfa, meta, info, table)
 
     def _unbound_copy_args(self) -> tuple[Any, dict]:

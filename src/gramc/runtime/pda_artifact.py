@@ -16,7 +16,7 @@ import numpy as np
 from gramc.automata.pda_bind import DEFAULT_DEPTH, LAZY_DEPTH, NodeTokens, bind_nodes, expand
 from gramc.automata.pda_table import PDATable
 from gramc.automata.trie import trie_for
-from gramc.limits import DEFAULT_LIMITS, Deadline, Limits
+from gramc.limits import DEFAULT_LIMITS, DEFAULT_RUNTIME_LIMITS, Deadline, Limits, RuntimeLimits
 from gramc.runtime.artifact import Artifact, VocabInfo
 from gramc.runtime.pda_tokens import PDATokenTable
 from gramc.vocab import Vocab
@@ -44,7 +44,8 @@ class PDAArtifact(Artifact):
     @classmethod
     def bound(cls, pda: PDATable, meta: dict, vocab: Vocab, *, lazy: bool = False,
               depth: int = DEFAULT_DEPTH, limits: Limits = DEFAULT_LIMITS,
-              deadline: Deadline | None = None) -> "PDAArtifact":
+              deadline: Deadline | None = None,
+              runtime_limits: RuntimeLimits = DEFAULT_RUNTIME_LIMITS) -> "PDAArtifact":
         """Bind ``pda`` to ``vocab``: every node now (eager) or on first use (lazy).
 
         ``depth`` is that of the written tables. Lazy nodes are bound while a mask waits, with
@@ -52,14 +53,14 @@ class PDAArtifact(Artifact):
         time spent in masks by a third (TBM p99 34 -> 20 ms), and the extra uncertain tokens
         cost little on the stack DFA. Masks are the same either way. An eager binding checks
         ``limits.max_memory`` and ``deadline`` as :func:`~gramc.automata.pda_bind.bind_nodes`
-        says."""
+        says. The table's caches are bounded by ``runtime_limits``."""
         trie = trie_for(vocab)
         if lazy:
             table = PDATokenTable(pda, vocab.tokens, vocab.special_ids, vocab.eos_ids, None, trie,
-                                  min(depth, LAZY_DEPTH))
+                                  min(depth, LAZY_DEPTH), runtime_limits)
         else:
             table = PDATokenTable(pda, vocab.tokens, vocab.special_ids, vocab.eos_ids,
-                                  eager_rows(pda, trie, depth, limits, deadline), trie, depth)
+                                  eager_rows(pda, trie, depth, limits, deadline), trie, depth, runtime_limits)
         return cls(pda, meta, VocabInfo.of(vocab), table, depth)
 
     def _unbound_copy_args(self) -> tuple[Any, dict]:

@@ -15,6 +15,7 @@ from importlib import import_module
 from gramc.errors import ArtifactFormatError, ArtifactVersionError, VocabularyError
 from gramc.formats import container
 from gramc.formats.limits import DEFAULT_READ_LIMITS, ReadLimits
+from gramc.limits import RuntimeLimits
 from gramc.runtime.artifact import Artifact, VocabInfo, check_vocab
 from gramc.runtime.validate import get_field, require
 from gramc.vocab import Vocab, load_vocab
@@ -31,14 +32,16 @@ PAYLOAD_READERS = {"dfa": "gramc.runtime.dfa_reader", "pda": "gramc.runtime.pda_
 
 
 def from_bytes(data: bytes, vocab: Vocab | str | None = None, *, verify: bool = False,
-               limits: ReadLimits = DEFAULT_READ_LIMITS, lazy: bool = False) -> Artifact:
+               limits: ReadLimits = DEFAULT_READ_LIMITS, lazy: bool = False,
+               runtime_limits: RuntimeLimits | None = None) -> Artifact:
     """Read an artifact from ``.gmask`` bytes (see :func:`load`)."""
     meta, arrays = container.unpack(data, limits)
-    return _from_container(meta, arrays, vocab, verify, limits, lazy)
+    return _from_container(meta, arrays, vocab, verify, limits, lazy, runtime_limits)
 
 
 def load(path: str | os.PathLike, vocab: Vocab | str | None = None, *, verify: bool = False,
-         limits: ReadLimits = DEFAULT_READ_LIMITS, lazy: bool = False) -> Artifact:
+         limits: ReadLimits = DEFAULT_READ_LIMITS, lazy: bool = False,
+         runtime_limits: RuntimeLimits | None = None) -> Artifact:
     """Load a ``.gmask`` artifact.
 
     Args:
@@ -52,6 +55,8 @@ def load(path: str | os.PathLike, vocab: Vocab | str | None = None, *, verify: b
             every size the file declares is checked against them before it is used.
         lazy: bind an unbound artifact state by state on first use instead of all now
             (ignored for a bound artifact, whose tables are in the file).
+        runtime_limits: bounds of what the artifact caches while it serves masks (see
+            :class:`~gramc.limits.RuntimeLimits`; the defaults when None).
 
     Raises:
         ArtifactFormatError: the file is corrupt, truncated, hostile, over a limit or of
@@ -59,15 +64,17 @@ def load(path: str | os.PathLike, vocab: Vocab | str | None = None, *, verify: b
         VocabularyError: ``vocab`` does not match.
     """
     meta, arrays = container.read_file(path, limits)
-    return _from_container(meta, arrays, vocab, verify, limits, lazy)
+    return _from_container(meta, arrays, vocab, verify, limits, lazy, runtime_limits)
 
 
 def _from_container(meta: dict, arrays: dict, vocab, verify: bool, limits: ReadLimits,
-                    lazy: bool = False) -> Artifact:
+                    lazy: bool, runtime_limits: RuntimeLimits | None) -> Artifact:
     art = read_artifact(meta, arrays, limits)
     vocab_obj = load_vocab(vocab) if vocab is not None else None
     if art.vocab is None:
-        return art.bind(vocab_obj, lazy=lazy) if vocab_obj is not None else art
+        return art.bind(vocab_obj, lazy=lazy, runtime_limits=runtime_limits) if vocab_obj is not None else art
+    if runtime_limits is not None:
+        art.token_table.set_limits(runtime_limits)
     if vocab_obj is not None:
         check_vocab(art.vocab, vocab_obj)
     if verify:
