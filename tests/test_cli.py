@@ -269,3 +269,11 @@ def test_compile_bad_limit_flags_are_usage_errors(runner, tmp_path, flags):
     res = runner.invoke(main, ["compile", str(EXAMPLES / "ipv4.regex"), "--vocab", "gpt2", *flags,
                                "-o", str(tmp_path / "x.gmask")])
     assert res.exit_code == 2, res.output
+
+
+def test_output_into_a_missing_folder_is_refused_before_compiling(runner, tmp_path):
+    src = tmp_path / "d.regex"
+    src.write_text("[0-9]+")
+    res = runner.invoke(main, ["compile", str(src), "--vocab", "gpt2", "-o", str(tmp_path / "no" / "d.gmask")])
+    assert res.exit_code == 2 and f"no directory {tmp_path / 'no'}" in res.output
+    assert "loading the vocabulary" not in res.output and ".tmp" not in res.output

@@ -328,3 +328,15 @@ SNAPSHOTS = [
 @pytest.mark.parametrize("text,expected", SNAPSHOTS, ids=[s[0] for s in SNAPSHOTS])
 def test_ir_snapshot(text: str, expected: str):
     assert format_grammar(parse_gbnf(text)) == expected
+
+
+def test_a_line_missing_its_defining_symbol_is_named():
+    """Rules run until the next ``name ::=``, so a definition without ``::=`` joins the rule
+    above it and its name reads as an undefined reference: the error says which line."""
+    with pytest.raises(GrammarSyntaxError) as info:
+        parse_gbnf('root ::= item\nitem "x"\n')
+    assert "1:10: undefined rule 'item'" in str(info.value)
+    assert "line 2 starts with 'item' but defines nothing" in str(info.value)
+    with pytest.raises(GrammarSyntaxError) as plain:
+        parse_gbnf("root ::= item\n")
+    assert "defines nothing" not in str(plain.value)

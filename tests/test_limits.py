@@ -242,3 +242,13 @@ def test_lark_nesting_past_the_recursion_limit_is_not_blamed_on_max_nesting():
     with pytest.raises(LimitExceededError) as info:
         gramc.compile(source, "lark")
     assert info.value.limit == "expression_depth" and "Limits(" not in str(info.value)
+
+
+def test_the_inlining_budget_is_reported_as_the_maximum_it_is():
+    """A grammar too large to inline into one automaton names the part of max_nfa_states it
+    was measured against (it printed the whole limit: "45 > 40")."""
+    with pytest.raises(LimitExceededError) as info:
+        gramc.compile("(abc|def){1,5}x[a-z]+", limits=Limits(max_nfa_states=40))
+    err = info.value
+    assert err.limit == "max_nfa_states" and err.value > err.maximum
+    assert f"{err.value} > {err.maximum} (every rule inlined into one automaton" in str(err)

@@ -156,6 +156,9 @@ def compile_cmd(src: str, vocab_spec: str, eos: tuple[str, ...], output: str | N
     limits = _limits(max_memory, timeout, limit_pairs)
     if lazy and vocab_spec.lower() == "none":
         raise click.UsageError("--lazy needs a vocabulary (--vocab none is unbound already)")
+    out = Path(output) if output else (Path(src).with_suffix(".gmask") if src != "-" else Path("out.gmask"))
+    if not out.parent.is_dir():  # before the compile, which may take minutes
+        raise click.UsageError(f"cannot write {out}: no directory {out.parent}")
     fmt = detect_format(src, fmt)
     source = read_pattern_file(src, fmt)
     timer = StageTimer()
@@ -175,7 +178,6 @@ def compile_cmd(src: str, vocab_spec: str, eos: tuple[str, ...], output: str | N
         click.echo("\r\033[K", err=True, nl=False)
     for w in caught:
         click.echo(f"gramc: warning: {w.message}", err=True)
-    out = Path(output) if output else (Path(src).with_suffix(".gmask") if src != "-" else Path("out.gmask"))
     timer("writing")
     artifact.save(out)
     durations = timer.durations()

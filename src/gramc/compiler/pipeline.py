@@ -117,10 +117,13 @@ def build_automaton(grammar: Grammar, limits: Limits = DEFAULT_LIMITS, deadline:
         if counted is not None:
             return "counted", counted
         fraction = INLINE_NFA_FRACTION_RECURSIVE if recursive else INLINE_NFA_FRACTION
-        if thompson_size(optimized) > limits.max_nfa_states // fraction:
+        size, budget = thompson_size(optimized), limits.max_nfa_states // fraction
+        if size > budget:
             # Inlining multiplies shared rules (a list body writes its element twice, so
             # every level of nesting doubles): keep the rules instead of trying.
-            raise LimitExceededError("max_nfa_states", thompson_size(optimized), limits.max_nfa_states)
+            raise LimitExceededError("max_nfa_states", size, budget,
+                                     f"every rule inlined into one automaton: 1/{fraction} of max_nfa_states "
+                                     f"{limits.max_nfa_states:,}")
         if recursive:
             return "pda", build_pda(optimized, limits, deadline=deadline.during("building the PDA"))
         return "dfa", build_dfa(optimized, limits, deadline.during("building the DFA"))

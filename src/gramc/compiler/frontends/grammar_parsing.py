@@ -17,6 +17,8 @@ stack, so nesting is bounded by ``max_nesting``, never by Python's recursion lim
 
 from __future__ import annotations
 
+import re
+
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
@@ -315,8 +317,15 @@ def _describe(tok: Tok) -> str:
 
 
 def check_references(sc: Scanner, parsed: ParsedRules, known: frozenset[str] = frozenset()) -> None:
-    """Raise a syntax error at the first reference to a rule that is not defined."""
+    """Raise a syntax error at the first reference to a rule that is not defined (saying so
+    when a line starts with its name, as a definition whose defining symbol is missing
+    would: the rule before it then runs on over that line)."""
     for name, offset in parsed.refs:
         if name not in parsed.rules and name not in known:
-            raise sc.error(f"undefined rule {name!r}", offset)
+            starts = re.search(rf"^[ \t]*{re.escape(name)}(?![\w-])", sc.text, re.MULTILINE)
+            hint = ""
+            if starts is not None:
+                line = sc.text.count("\n", 0, starts.start()) + 1
+                hint = f" (line {line} starts with {name!r} but defines nothing: is its defining symbol missing?)"
+            raise sc.error(f"undefined rule {name!r}{hint}", offset)
 
