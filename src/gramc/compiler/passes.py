@@ -169,14 +169,64 @@ def inline_nonrecursive(g: Grammar) -> Grammar:
 
     Fewer rules mean fewer rule boundaries, and rule boundaries are where token masks depend
     on the parse stack; the DFA of each remaining rule absorbs the inlined ones. Inlined rules
-    are rewritten once each, callees first (their references form no cycle).
+    are rewritten once each, callees first (their references form no cycle). A sequence that
+    calls an inlined rule is kept as a :class:`_Splice` until something needs it as a node:
+    in a chain of n rules each a letter and the next rule, building every rule's flattened
+    sequence would cost n + (n-1) + ... items; the splices build only the kept rule's.
     """
     keep = recursive_rules(g) | {g.start}
-    bodies: dict[str, Expr] = {}
-    inline = lambda e: bodies[e.name] if isinstance(e, Ref) and e.name not in keep else None  # noqa: E731
+    bodies: dict[str, Expr | _Splice] = {}
     for name in _inlined_callees_first(g, keep):
-        bodies[name] = rewrite(g.rules[name], inline)
-    return Grammar({n: rewrite(b, inline) for n, b in g.rules.items() if n in keep}, g.start, g.lexemes)
+        bodies[name] = _inline(g.rules[name], bodies, keep)
+    return Grammar({n: _node(_inline(b, bodies, keep)) for n, b in g.rules.items() if n in keep},
+                   g.start, g.lexemes)
+
+
+class _Splice:
+    """A sequence of parts (nodes or splices) not yet flattened into one :class:`Seq`."""
+
+    __slots__ = ("parts", "node")
+
+    def __init__(self, parts: tuple):
+        self.parts = parts
+        self.node: Expr | None = None  # the flattened sequence, once asked for
+
+
+def _node(x: Expr | _Splice) -> Expr:
+    """``x`` as an IR node: a splice is flattened (once; iteratively) through :func:`seq`."""
+    if isinstance(x, Expr):
+        return x
+    if x.node is None:
+        leaves: list[Expr] = []
+        stack: list[Expr | _Splice] = [x]
+        while stack:
+            part = stack.pop()
+            if isinstance(part, _Splice) and part.node is None:
+                stack.extend(reversed(part.parts))
+            else:
+                leaves.append(part if isinstance(part, Expr) else part.node)
+        x.node = seq(*leaves)
+    return x.node
+
+
+def _inline(e: Expr, bodies: Mapping[str, Expr | _Splice], keep: set[str]) -> Expr | _Splice:
+    """:func:`rewrite` of ``e`` with each reference to a rule outside ``keep`` replaced by its
+    body in ``bodies``; sequences with such a reference in them stay splices."""
+    out: dict[Expr, Expr | _Splice] = {}
+    for node in postorder(e):
+        if isinstance(node, Ref) and node.name not in keep:
+            out[node] = bodies[node.name]
+        elif isinstance(node, Seq):
+            parts = tuple(out[i] for i in node.items)
+            out[node] = _Splice(parts) if any(isinstance(p, _Splice) for p in parts) or \
+                any(isinstance(i, Ref) and i.name not in keep for i in node.items) else seq(*parts)
+        elif isinstance(node, Alt):
+            out[node] = alt(*(_node(out[i]) for i in node.items))
+        elif isinstance(node, Repeat):
+            out[node] = repeat(_node(out[node.item]), node.min, node.max)
+        else:
+            out[node] = node
+    return out[e]
 
 
 def _inlined_callees_first(g: Grammar, keep: set[str]) -> list[str]:
