@@ -134,6 +134,15 @@ def test_a_schema_nested_past_the_limit_is_a_limit_error_naming_where(tmp_path):
     assert "#/$defs/d" in out["message"]
 
 
+@pytest.mark.parametrize("keyword", ["const", "enum"])
+def test_a_deeply_nested_listed_value_compiles_to_its_language(tmp_path, keyword):
+    # 900 nested arrays: about as deep as Python's JSON parser reads a schema text.
+    value = "[" * 900 + "1" + "]" * 900
+    schema = f'{{"{keyword}": {value if keyword == "const" else "[" + value + ", 2]"}}}'
+    out = compile_capped(tmp_path, schema, "json_schema", [value, value.replace("1", "2"), "2"])
+    assert out["answers"] == [True, False, keyword == "enum"]
+
+
 def test_multiple_of_a_tiny_number_compiles_to_its_language(tmp_path):
     schema = {"type": "number", "multipleOf": 1e-308}
     # Decimal spellings (exponents are restricted, see docs/json-schema.md); 1.5e-308 is no multiple.
