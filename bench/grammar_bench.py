@@ -73,7 +73,7 @@ import numpy as np
 import gramc
 
 REPO = rb.REPO
-GBNF_DIR = Path(os.environ.get("GRAMC_BENCH_GBNF", "/work/shared/corpora/gbnf"))
+GBNF_DIR = Path(os.environ.get("GRAMC_BENCH_GBNF") or rb.SHARED / "corpora" / "gbnf")
 
 # --------------------------------------------------------------------------- workload: documents
 

@@ -51,8 +51,9 @@ import numpy as np
 
 import gramc
 
-REPO = Path(__file__).resolve().parent.parent
-SHARED_VOCABS = Path(os.environ.get("GRAMC_BENCH_VOCABS", "/work/shared/vocabs"))
+from shared_paths import REPO, SHARED  # noqa: E402  (bench/ is the script's folder)
+
+SHARED_VOCABS = Path(os.environ.get("GRAMC_BENCH_VOCABS") or SHARED / "vocabs")
 perf_ns = time.perf_counter_ns
 
 # --------------------------------------------------------------------------- workload

@@ -17,7 +17,7 @@ from gramc.cli.main import main
 from gramc.formats import container
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
-IPV4 = re.compile(r"((25[0-5]|2[0-4]\d|[01]?\d\d?)\.){3}(25[0-5]|2[0-4]\d|[01]?\d\d?)")
+IPV4 = re.compile(r"((25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)\.){3}(25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)")
 
 
 @pytest.fixture
@@ -186,3 +186,86 @@ def test_golden_check_passes_on_the_repository(runner, monkeypatch):
     monkeypatch.chdir(Path(__file__).resolve().parents[1])
     res = runner.invoke(main, ["golden", "check"])
     assert res.exit_code == 0, res.output
+
+
+# ---------------------------------------------------------------- --lazy, --stats, limits
+
+
+def test_compile_lazy_writes_the_automaton_that_binds_to_the_same_masks(runner, tmp_path, ipv4_gmask):
+    lazy_path = tmp_path / "ipv4-lazy.gmask"
+    res = runner.invoke(main, ["compile", str(EXAMPLES / "ipv4.regex"), "--vocab", "gpt2", "--lazy",
+                               "-o", str(lazy_path)])
+    assert res.exit_code == 0, res.output
+    assert "bind at load time to gpt2" in res.stderr
+    assert lazy_path.stat().st_size < ipv4_gmask.stat().st_size
+    assert gramc.load(lazy_path).vocab is None  # the file holds no token tables
+    eager = gramc.load(ipv4_gmask)
+    lazy = gramc.load(lazy_path, vocab="gpt2", lazy=True)
+    assert lazy.is_lazy
+    assert gramc.load(lazy_path, vocab="gpt2").to_bytes() == eager.to_bytes()  # bound at load: same file
+    rng = np.random.default_rng(7)
+    for _ in range(5):  # random walks through the eager masks; the lazy ones agree at every step
+        a, b = eager.matcher(), lazy.matcher()
+        for _ in range(12):
+            assert np.array_equal(a.mask(), b.mask())
+            allowed = a.allowed_tokens()
+            if len(allowed) == 0:
+                break
+            token = int(rng.choice(allowed))
+            assert a.commit_token(token) and b.commit_token(token)
+            assert a.is_complete() == b.is_complete()
+
+
+def test_compile_lazy_needs_a_vocabulary(runner, tmp_path):
+    res = runner.invoke(main, ["compile", str(EXAMPLES / "ipv4.regex"), "--vocab", "none", "--lazy",
+                               "-o", str(tmp_path / "x.gmask")])
+    assert res.exit_code == 2 and "--lazy needs a vocabulary" in res.output
+
+
+def test_compile_stats_reports_size_memory_and_stages(runner, tmp_path):
+    out = tmp_path / "ipv4.gmask"
+    res = runner.invoke(main, ["compile", str(EXAMPLES / "ipv4.regex"), "--vocab", "gpt2", "--stats",
+                               "-o", str(out)])
+    assert res.exit_code == 0, res.output
+    lines = res.stdout.splitlines()
+    assert lines[0] == f"artifact size: {out.stat().st_size:,} bytes"
+    peak = re.fullmatch(r"peak memory: ([0-9,.]+) MiB", lines[1])
+    assert peak and float(peak.group(1).replace(",", "")) > 1
+    total = float(re.fullmatch(r"total time: ([0-9.]+) s", lines[2]).group(1))
+    stages = {m.group(1): float(m.group(2)) for m in (re.fullmatch(r"  (.+?)\s+([0-9.]+) s", ln) for ln in lines[3:])}
+    assert list(stages) == ["loading the vocabulary", "parsing", "running the passes", "building the automaton",
+                            "recording the IR", "binding the DFA to 50257 tokens", "writing"]
+    assert abs(sum(stages.values()) - total) < 0.01
+
+
+@pytest.mark.parametrize("flags, limit, hint", [
+    (["--limit", "max_repeat=2"], "max_repeat", "--limit max_repeat=N"),
+    (["--limit", "max_nesting=1"], "max_nesting", "--limit max_nesting=N"),
+    (["--max-memory", "64K"], "max_memory", "--max-memory SIZE"),
+    (["--limit", "max_memory=64K"], "max_memory", "--max-memory SIZE"),
+])
+def test_compile_limit_flags_reach_the_compile(runner, tmp_path, flags, limit, hint):
+    res = runner.invoke(main, ["compile", str(EXAMPLES / "ipv4.regex"), "--vocab", "gpt2", *flags,
+                               "-o", str(tmp_path / "x.gmask")])
+    assert res.exit_code == 4, res.output
+    first, second = res.stderr.strip().splitlines()
+    assert first.startswith("gramc: error: ") and f"limit {limit} exceeded" in first
+    assert second == f"gramc: hint: gramc compile {hint} raises the limit"
+    assert not (tmp_path / "x.gmask").exists()
+
+
+def test_compile_limit_flags_within_bounds_change_nothing(runner, tmp_path, ipv4_gmask):
+    out = tmp_path / "x.gmask"
+    res = runner.invoke(main, ["compile", str(EXAMPLES / "ipv4.regex"), "--vocab", "gpt2", "--max-memory", "1G",
+                               "--timeout", "300", "--limit", "max_repeat=3", "--limit", "max_nesting=2",
+                               "-o", str(out)])
+    assert res.exit_code == 0, res.output
+    assert out.read_bytes() == ipv4_gmask.read_bytes()
+
+
+@pytest.mark.parametrize("flags", [["--limit", "nope=1"], ["--limit", "max_repeat"], ["--limit", "max_repeat=x"],
+                                   ["--limit", "max_repeat=0"], ["--max-memory", "lots"], ["--timeout", "0"]])
+def test_compile_bad_limit_flags_are_usage_errors(runner, tmp_path, flags):
+    res = runner.invoke(main, ["compile", str(EXAMPLES / "ipv4.regex"), "--vocab", "gpt2", *flags,
+                               "-o", str(tmp_path / "x.gmask")])
+    assert res.exit_code == 2, res.output

@@ -598,6 +598,12 @@ def test_bad_ref_names_the_pointer(schema, pointer, text):
     ({"properties": {"a": 3}}, "#/properties/a"),
     ({"anyOf": {"type": "string"}}, "#/anyOf"),
     ({"multipleOf": 0, "type": "number"}, "#/multipleOf"),
+    # a pattern that is no regular expression makes the schema invalid (it was a warning, and
+    # then any string was accepted)
+    ({"type": "string", "pattern": "[a-"}, "#/pattern"),
+    ({"properties": {"a": {"type": "string", "pattern": "a)"}}}, "#/properties/a/pattern"),
+    ({"type": "object", "patternProperties": {"(": {}}}, "#/patternProperties/("),
+    ({"type": "object", "propertyNames": {"pattern": "*x"}}, "#/propertyNames/pattern"),
 ])
 def test_ill_typed_keywords_are_schema_errors(schema, pointer):
     with pytest.raises(SchemaError) as err:

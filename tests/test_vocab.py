@@ -25,12 +25,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from paths import SHARED as SHARED_ROOT
 from gramc.errors import GramcWarning, VocabularyError
 from gramc.vocab import Vocab, clear_cache, load_vocab
 from gramc.vocab.bundled import decode_bundle
 from gramc.vocab.pieces import bytes_to_unicode
 
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "vocabs"
+SHARED = SHARED_ROOT / "vocabs"
 REPO = Path(__file__).resolve().parents[1]
 SEED = 20240601
 SAMPLE = 5000

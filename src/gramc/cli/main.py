@@ -14,7 +14,12 @@ from pathlib import Path
 
 import click
 
-from gramc.errors import EXIT_CODES, GramcError, GramcWarning
+from gramc.cli.stats import ByteSize
+from gramc.errors import EXIT_CODES, GramcError, GramcWarning, LimitExceededError
+from gramc.limits import DEFAULT_LIMITS, Limits
+
+#: The ``gramc compile`` flag that raises each limit (the others: ``--limit NAME=VALUE``).
+LIMIT_FLAGS = {"max_memory": "--max-memory SIZE", "max_compile_seconds": "--timeout SECONDS"}
 
 
 class _GramcGroup(click.Group):
@@ -25,6 +30,9 @@ class _GramcGroup(click.Group):
             return super().invoke(ctx)
         except GramcError as err:
             click.echo(f"gramc: error: {err}", err=True)
+            if isinstance(err, LimitExceededError) and err.limit in Limits.__dataclass_fields__:
+                flag = LIMIT_FLAGS.get(err.limit, f"--limit {err.limit}=N")
+                click.echo(f"gramc: hint: gramc compile {flag} raises the limit", err=True)
             ctx.exit(next(code for cls, code in EXIT_CODES if isinstance(err, cls)))
         except BrokenPipeError:
             raise  # the reader stopped early (`| head`): click exits quietly
@@ -39,15 +47,42 @@ def main() -> None:
     """gramc: compile regexes and grammars into token masks for constrained decoding."""
 
 
-def _progress(enabled: bool):
-    """A stage reporter for long compiles: prints stage names when stderr is a terminal."""
+def _progress(enabled: bool, also=None):
+    """A stage reporter for long compiles: prints stage names when stderr is a terminal,
+    and passes each to ``also`` (a :class:`~gramc.cli.stats.StageTimer`) when given."""
     start = time.perf_counter()
 
     def report(stage: str) -> None:
+        if also is not None:
+            also(stage)
         if enabled:
             click.echo(f"\r[{time.perf_counter() - start:6.2f}s] {stage}…\033[K", err=True, nl=False)
 
     return report
+
+
+def _limits(max_memory: int | None, timeout: float | None, pairs: tuple[str, ...]) -> Limits:
+    """The compile's Limits from ``--max-memory``, ``--timeout`` and ``--limit NAME=VALUE``."""
+    fields = Limits.__dataclass_fields__
+    values: dict = {}
+    for pair in pairs:
+        name, _, text = pair.partition("=")
+        if name not in fields or not text:
+            raise click.BadParameter(f"{pair!r}: expected NAME=VALUE with NAME one of {', '.join(fields)}",
+                                     param_hint="--limit")
+        try:
+            value = ByteSize().convert(text, None, None) if name == "max_memory" else type(
+                getattr(DEFAULT_LIMITS, name))(text)
+        except (ValueError, click.BadParameter):
+            raise click.BadParameter(f"{pair!r}: {text!r} is not a number", param_hint="--limit") from None
+        if value <= 0:
+            raise click.BadParameter(f"{pair!r}: must be positive", param_hint="--limit")
+        values[name] = value
+    if max_memory is not None:
+        values["max_memory"] = max_memory
+    if timeout is not None:
+        values["max_compile_seconds"] = timeout
+    return Limits(**values)
 
 
 def _load_vocab(spec: str, eos: tuple[str, ...]):
@@ -94,42 +129,68 @@ def _load_vocab(spec: str, eos: tuple[str, ...]):
 @click.option("--any-order-max-properties", type=click.IntRange(min=0, max=20), default=8, show_default=True,
               help="JSON Schema, --property-order any: objects with more declared properties keep "
                    "schema order (with a warning).")
-def compile_cmd(src: str, vocab_spec: str, eos: tuple[str, ...], output: str | None, fmt: str, regex_dialect: str, whitespace: str,
-                max_whitespace: int | None, additional_properties_default: str, strict: bool,
-                max_depth: int | None, property_order: str, any_order_max_properties: int) -> None:
+@click.option("--lazy", is_flag=True,
+              help="Do not bind to the vocabulary now: write the automaton only (an unbound artifact, "
+                   "special tokens resolved against --vocab); bind it at load time, state by state on "
+                   "first use with gramc.load(path, vocab=..., lazy=True).")
+@click.option("--stats", is_flag=True,
+              help="Print the artifact's size, the compile's peak memory and the time of each stage.")
+@click.option("--max-memory", type=ByteSize(), default=None,
+              help=f"Refuse a compile whose large arrays would exceed SIZE bytes (512M, 4G; "
+                   f"default {DEFAULT_LIMITS.max_memory >> 30}G).")
+@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=None,
+              help=f"Seconds one compile may take, binding included (default {DEFAULT_LIMITS.max_compile_seconds:g}).")
+@click.option("--limit", "limit_pairs", multiple=True, metavar="NAME=VALUE",
+              help="Set any compile limit of gramc.limits.Limits, e.g. --limit max_repeat=1000000 "
+                   "(repeatable; see docs/api.md).")
+def compile_cmd(src: str, vocab_spec: str, eos: tuple[str, ...], output: str | None, fmt: str, regex_dialect: str,
+                whitespace: str, max_whitespace: int | None, additional_properties_default: str, strict: bool,
+                max_depth: int | None, property_order: str, any_order_max_properties: int, lazy: bool,
+                stats: bool, max_memory: int | None, timeout: float | None, limit_pairs: tuple[str, ...]) -> None:
     """Compile SRC (a regex, grammar or JSON Schema file, or - for stdin) into a .gmask artifact."""
     from gramc.api import compile as compile_artifact
     from gramc.cli.sources import detect_format, read_pattern_file
+    from gramc.cli.stats import StageTimer, format_stats, peak_rss_bytes
     from gramc.compiler.pipeline import CompileOptions
 
+    limits = _limits(max_memory, timeout, limit_pairs)
+    if lazy and vocab_spec.lower() == "none":
+        raise click.UsageError("--lazy needs a vocabulary (--vocab none is unbound already)")
     fmt = detect_format(src, fmt)
     source = read_pattern_file(src, fmt)
-    report = _progress(sys.stderr.isatty())
+    timer = StageTimer()
+    report = _progress(sys.stderr.isatty(), timer)
     t0 = time.perf_counter()
     report("loading the vocabulary")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", GramcWarning)
         vocab = _load_vocab(vocab_spec, eos)
-        artifact = compile_artifact(source, fmt, vocab, options=CompileOptions(
+        artifact = compile_artifact(source, fmt, vocab, bind=not lazy, options=CompileOptions(
             regex_dialect=regex_dialect, json_whitespace=whitespace, json_max_whitespace=max_whitespace,
             json_additional_properties_default=additional_properties_default == "true", json_strict=strict,
             json_max_depth=max_depth, json_property_order=property_order,
-            json_any_order_max_properties=any_order_max_properties),
+            json_any_order_max_properties=any_order_max_properties), limits=limits,
                                     source_name="<stdin>" if src == "-" else src, progress=report)
     if sys.stderr.isatty():
         click.echo("\r\033[K", err=True, nl=False)
     for w in caught:
         click.echo(f"gramc: warning: {w.message}", err=True)
     out = Path(output) if output else (Path(src).with_suffix(".gmask") if src != "-" else Path("out.gmask"))
+    timer("writing")
     artifact.save(out)
+    durations = timer.durations()
     info = artifact.describe()
     vocab_text = f"{info['vocab']['name']} ({info['vocab']['size']} tokens)" if info["vocab"] else "unbound"
-    size = f"{info['states']} states" if info["kind"] == "dfa" else f"{len(info['rules'])} rules, {info['nodes']} nodes"
+    if lazy:
+        vocab_text += f", bind at load time to {vocab.name} ({vocab.size} tokens)"
+    size = f"{info['states']} states" if info["kind"] in ("dfa", "counted") else f"{len(info['rules'])} rules, {info['nodes']} nodes"
     click.echo(
         f"wrote {out} ({out.stat().st_size:,} bytes): {info['kind']}, {size}, "
         f"vocab {vocab_text}, {time.perf_counter() - t0:.2f}s",
         err=True,
     )
+    if stats:
+        click.echo(format_stats(out.stat().st_size, durations, peak_rss_bytes()))
 
 
 @main.command()
@@ -201,7 +262,7 @@ def check(artifact_path: str, text_file: str, strip_newline: bool | None) -> Non
     message = result.message
     if strip_newline is None and ends_in_newline and not result.ok:
         stripped = check_artifact(artifact, data[:-1])
-        if stripped.ok or stripped.offset >= result.offset:
+        if stripped.ok or stripped.offset > result.offset:
             result, message = stripped, f"{stripped.message} (the trailing newline is ignored)"
     click.echo(message)
     sys.exit(0 if result.ok else 1)

@@ -138,7 +138,7 @@ def thompson_size(grammar: Grammar, calls: dict[str, int] | None = None) -> int:
         if id(e) in memo:
             return memo[id(e)]
         if isinstance(e, (Seq, Alt)):
-            n = isinstance(e, Alt)
+            n = int(isinstance(e, Alt))
             for item in e.items:
                 n += yield size(item, active)
         elif isinstance(e, Repeat):

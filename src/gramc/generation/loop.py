@@ -286,7 +286,7 @@ class _Run:
         h.calls += 1
         self.calls += 1
         row = as_row(self.logits_fn(self.prompt + h.tokens))
-        return candidates(row, h.m.mask(row.shape[0]))
+        return candidates(row, h.m.logits_mask(row.shape[0]))
 
     def _result(self, h: _Hyp, score: float | None = None) -> GenerationResult:
         data = bytes(h.data)

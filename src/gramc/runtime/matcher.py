@@ -16,7 +16,7 @@ import numpy as np
 
 from gramc.automata.tables import DEAD
 from gramc.errors import GramcError
-from gramc.runtime.bitmask import n_words, unpack_row
+from gramc.bitmask import n_words, unpack_row
 
 
 class Matcher:
@@ -78,15 +78,23 @@ class Matcher:
         a model's logits. The array may be cached and shared: it is read-only.
 
         Raises:
-            ValueError: ``size`` is smaller than the vocabulary (the mask would lose ids).
+            ValueError: ``size`` is smaller than the vocabulary (the mask would lose ids; for
+                a model head narrower than its tokenizer use :meth:`logits_mask`).
         """
         size = self.vocab_size if size is None else _mask_size(size, self.vocab_size)
         if self._ended:
             return np.zeros(size, dtype=bool)
         return self._bool_mask(self._state, size)
 
+    def logits_mask(self, width: int) -> np.ndarray:
+        """:meth:`mask` for a model's logits of ``width`` columns, whatever the vocabulary's
+        size: a head narrower than its tokenizer (added tokens the model never scores) cannot
+        choose the ids past ``width``, so they are cut off here, deliberately."""
+        width = _mask_size(width, 0)
+        return self.mask(max(width, self.vocab_size))[:width]
+
     def fill_bitmask(self, out: np.ndarray) -> None:
-        """Write the packed mask (see :mod:`gramc.runtime.bitmask`) into a uint32/int32 row."""
+        """Write the packed mask (see :mod:`gramc.bitmask`) into a uint32/int32 row."""
         if getattr(out, "shape", None) == self._shape and out.dtype.char in "iI" and not self._ended:
             np.copyto(out, self._words(self._state).view(out.dtype))  # the common call
             return

@@ -164,6 +164,14 @@ class SchemaCompiler(CombinatorMixin, ObjectMixin, ArrayMixin):
         for frame in self._frames:
             frame[0] = False
 
+    def counted(self, kw: Keywords, key: str) -> int | None:
+        """The count ``key`` (``minItems``...) of ``kw``, which becomes a counted repetition:
+        checked against ``max_repeat``."""
+        n = kw.count(key)
+        if n is not None:
+            self.limits.check("max_repeat", n, f"{key} at {kw.where(key)}")
+        return n
+
     def count_branches(self, n: int, where: str) -> None:
         self.branches += n
         if self.branches > self.options.max_branches:
@@ -542,7 +550,8 @@ class SchemaCompiler(CombinatorMixin, ObjectMixin, ArrayMixin):
         return expr
 
     def string_leaf(self, lo, hi, pattern, fmt, where) -> Expr:
-        return leaves.string_ir(lo, hi, pattern, fmt, where, self.approx, self.options.strict, self.note)
+        return leaves.string_ir(lo, hi, pattern, fmt, where, self.approx, self.options.strict, self.note,
+                                self.limits)
 
     def note(self, message: str) -> None:
         """A warning that is not an approximation (an unknown format, an annotation)."""

@@ -208,15 +208,15 @@ def canonical_text(value: Any) -> str:
         if isinstance(v, float) and v.is_integer():
             return int(v)
         if isinstance(v, list):
-            out = []
+            items = []
             for x in v:
-                out.append((yield norm(x)))
-            return out
+                items.append((yield norm(x)))
+            return items
         if isinstance(v, dict):
-            out = {}
+            members = {}
             for k, x in v.items():
-                out[k] = yield norm(x)
-            return out
+                members[k] = yield norm(x)
+            return members
         return v
 
     return json.dumps(stackless.run(norm(value)), sort_keys=True)

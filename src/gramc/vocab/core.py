@@ -290,8 +290,8 @@ class Vocab:
     @classmethod
     def from_llama_cpp(cls, llm: Any) -> Vocab:
         """The vocabulary of a ``llama_cpp.Llama`` model (control/unused tokens special, the
-        end-of-generation ids as EOS). See :mod:`gramc.integrations.llama_cpp`."""
-        from gramc.integrations.llama_cpp import vocab_from_llama_cpp
+        end-of-generation ids as EOS). See :mod:`gramc.vocab.llama_cpp`."""
+        from gramc.vocab.llama_cpp import vocab_from_llama_cpp
 
         return vocab_from_llama_cpp(llm)
 
