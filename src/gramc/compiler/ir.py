@@ -26,6 +26,9 @@ from collections.abc import Collection, Iterable, Mapping
 from functools import lru_cache
 from typing import Any, ClassVar
 
+from gramc.compiler import stackless
+from gramc.compiler.stackless import Call
+
 ALL_BYTES = (1 << 256) - 1
 _INTERN: "weakref.WeakValueDictionary[tuple, Expr]" = weakref.WeakValueDictionary()
 
@@ -319,18 +322,23 @@ class Grammar:
         return {n.name for n in walk(self.rules[name]) if isinstance(n, Ref)}
 
     def is_recursive(self) -> bool:
-        """True when some rule reachable from the start can reach itself."""
-        state: dict[str, int] = {}  # 1 = on the DFS stack, 2 = done
-
-        def visit(name: str) -> bool:
-            state[name] = 1
-            for ref in self.refs(name):
-                if ref in self.rules and (state.get(ref) == 1 or (ref not in state and visit(ref))):
+        """True when some rule reachable from the start can reach itself (depth-first, on an
+        explicit stack: a chain of rules is as deep as it is long)."""
+        state: dict[str, int] = {self.start: 1}  # 1 = on the DFS path, 2 = done
+        path = [(self.start, iter(self.refs(self.start)))]
+        while path:
+            name, pending = path[-1]
+            ref = next(pending, None)
+            if ref is None:
+                state[name] = 2
+                path.pop()
+            elif ref in self.rules:
+                if state.get(ref) == 1:
                     return True
-            state[name] = 2
-            return False
-
-        return visit(self.start)
+                if ref not in state:
+                    state[ref] = 1
+                    path.append((ref, iter(self.refs(ref))))
+        return False
 
 
 def walk(expr: Expr, stop: Collection[Expr] = ()) -> Iterable[Expr]:
@@ -415,13 +423,40 @@ def _quote(run: list[Expr]) -> str:
 
 def format_expr(e: Expr, prec: int = _PREC_ALT) -> str:
     """The stable text form of an expression (used by tests and ``gramc inspect --ir``)."""
-    return _format(e, prec, {})
+    return stackless.run(_format(e, prec, {}))
 
 
-def _format(e: Expr, prec: int, memo: dict) -> str:
+def _format(e: Expr, prec: int, memo: dict) -> Call[str]:
     """:func:`format_expr` with the text of each compound node kept by identity in ``memo``:
     the IR is hash-consed, so a shared part (a JSON string's character class, written at
-    every string) is formatted once per call, not once per use."""
+    every string) is formatted once per call, not once per use. A :mod:`stackless` call:
+    the IR can nest as deep as the source."""
+    leaf = _format_leaf(e)
+    if leaf is not None:
+        return leaf
+    key = (id(e), prec)
+    out = memo.get(key)
+    if out is not None:
+        return out
+    if isinstance(e, Repeat):
+        out = (yield _format(e.item, _PREC_POSTFIX, memo)) + _repeat_suffix(e.min, e.max)
+    elif isinstance(e, Seq):
+        out = " ".join((yield _seq_parts(e.items, memo)))
+        out = f"({out})" if prec > _PREC_SEQ else out
+    elif isinstance(e, Alt):
+        parts = []
+        for item in e.items:
+            parts.append((yield _format(item, _PREC_SEQ, memo)))
+        out = " | ".join(parts)
+        out = f"({out})" if prec > _PREC_ALT else out
+    else:
+        raise TypeError(f"not an IR node: {e!r}")
+    memo[key] = out
+    return out
+
+
+def _format_leaf(e: Expr) -> str | None:
+    """The text of a leaf node; None for a compound one."""
     if e is EMPTY:
         return '""'
     if e is NOTHING:
@@ -434,25 +469,10 @@ def _format(e: Expr, prec: int, memo: dict) -> str:
         return f"<[{e.id}]>"
     if isinstance(e, TokenName):
         return e.name
-    key = (id(e), prec)
-    out = memo.get(key)
-    if out is not None:
-        return out
-    if isinstance(e, Repeat):
-        out = _format(e.item, _PREC_POSTFIX, memo) + _repeat_suffix(e.min, e.max)
-    elif isinstance(e, Seq):
-        out = " ".join(_seq_parts(e.items, memo))
-        out = f"({out})" if prec > _PREC_SEQ else out
-    elif isinstance(e, Alt):
-        out = " | ".join(_format(i, _PREC_SEQ, memo) for i in e.items)
-        out = f"({out})" if prec > _PREC_ALT else out
-    else:
-        raise TypeError(f"not an IR node: {e!r}")
-    memo[key] = out
-    return out
+    return None
 
 
-def _seq_parts(items: tuple[Expr, ...], memo: dict) -> list[str]:
+def _seq_parts(items: tuple[Expr, ...], memo: dict) -> Call[list[str]]:
     parts: list[str] = []
     run: list[Expr] = []
     for item in items:
@@ -462,7 +482,7 @@ def _seq_parts(items: tuple[Expr, ...], memo: dict) -> list[str]:
         if run:
             parts.append(_quote(run))
             run = []
-        parts.append(_format(item, _PREC_POSTFIX, memo))
+        parts.append((yield _format(item, _PREC_POSTFIX, memo)))
     if run:
         parts.append(_quote(run))
     return parts
@@ -484,4 +504,4 @@ def format_grammar(g: Grammar) -> str:
     """The stable text form of a grammar: ``name ::= expr`` lines, start rule first."""
     names = [g.start] + [n for n in g.rules if n != g.start]
     memo: dict = {}  # shared by the rules: they share parts too
-    return "\n".join(f"{n} ::= {_format(g.rules[n], _PREC_ALT, memo)}" for n in names) + "\n"
+    return "\n".join(f"{n} ::= {stackless.run(_format(g.rules[n], _PREC_ALT, memo))}" for n in names) + "\n"

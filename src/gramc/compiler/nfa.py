@@ -12,7 +12,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from gramc.compiler import stackless
 from gramc.compiler.ir import EMPTY, NOTHING, Alt, Bytes, Expr, Grammar, Ref, Repeat, Seq, Token
+from gramc.compiler.stackless import Call
 from gramc.errors import UnsupportedFeatureError
 from gramc.limits import DEFAULT_LIMITS, Limits
 
@@ -72,54 +74,58 @@ class _Builder:
             self.limits.check("max_nfa_states", len(n.nxt))
         return len(n.nxt) - 1
 
-    def build(self, e: Expr, out: int) -> int:
+    def build(self, e: Expr, out: int) -> Call[int]:
+        """The entry state of ``e`` leading to ``out`` (a :mod:`stackless` call: the IR and
+        the chain of inlined rules can nest as deep as the source)."""
         if isinstance(e, Bytes):
             return self.add(cls=e.mask, nxt=out)
         if isinstance(e, Seq):
             for item in reversed(e.items):
-                out = self.build(item, out)
+                out = self.add(cls=item.mask, nxt=out) if isinstance(item, Bytes) else (yield self.build(item, out))
             return out
         if isinstance(e, Alt):
-            return self.add(eps=tuple(self.build(i, out) for i in e.items))
+            entries = []
+            for item in e.items:
+                entries.append((yield self.build(item, out)))
+            return self.add(eps=tuple(entries))
         if isinstance(e, Repeat):
-            return self.build_repeat(e, out)
+            return (yield self.build_repeat(e, out))
         if isinstance(e, Token):
             return self.add(tok=e.id, nxt=out)
         if isinstance(e, Ref):
             if e.name in self.calls:
                 return self.add(call=self.calls[e.name], nxt=out)
-            return self.build_ref(e.name, out)
+            return (yield self.build_ref(e.name, out))
         if e is EMPTY:
             return out
         if e is NOTHING:
             return self.add(eps=())  # a split with no way out: a dead end
         raise TypeError(f"not an IR node: {e!r}")
 
-    def build_repeat(self, e: Repeat, out: int) -> int:
+    def build_repeat(self, e: Repeat, out: int) -> Call[int]:
         if e.max is None:
             loop = self.add(eps=())  # patched below: item then loop, or out
-            body = self.build(e.item, loop)
+            body = yield self.build(e.item, loop)
             self.nfa.eps[loop] = (body, out)
             tail = loop
         else:
             tail = out
             for _ in range(e.max - e.min):
-                tail = self.add(eps=(self.build(e.item, tail), out))
+                tail = self.add(eps=((yield self.build(e.item, tail)), out))
         for _ in range(e.min):
-            tail = self.build(e.item, tail)
+            tail = yield self.build(e.item, tail)
         return tail
 
-    def build_ref(self, name: str, out: int) -> int:
+    def build_ref(self, name: str, out: int) -> Call[int]:
         if name in self.inlining:
             cycle = " -> ".join(self.inlining[self.inlining.index(name) :] + [name])
             raise UnsupportedFeatureError(
                 "recursion", reason=f"rule {cycle} is recursive: it needs a PDA, not a DFA"
             )
         self.inlining.append(name)
-        try:
-            return self.build(self.grammar.rules[name], out)
-        finally:
-            self.inlining.pop()
+        entry = yield self.build(self.grammar.rules[name], out)
+        self.inlining.pop()
+        return entry
 
 
 def thompson_size(grammar: Grammar, calls: dict[str, int] | None = None) -> int:
@@ -128,22 +134,24 @@ def thompson_size(grammar: Grammar, calls: dict[str, int] | None = None) -> int:
     memo: dict[int, int] = {}
     calls = calls or {}
 
-    def size(e: Expr, active: tuple[str, ...]) -> int:
+    def size(e: Expr, active: frozenset[str]) -> Call[int]:
         if id(e) in memo:
             return memo[id(e)]
         if isinstance(e, (Seq, Alt)):
-            n = sum(size(i, active) for i in e.items) + isinstance(e, Alt)
+            n = int(isinstance(e, Alt))
+            for item in e.items:
+                n += yield size(item, active)
         elif isinstance(e, Repeat):
-            item = size(e.item, active)
+            item = yield size(e.item, active)
             n = item * (e.max if e.max is not None else e.min + 1) + (e.max or e.min) - e.min + 1
         elif isinstance(e, Ref) and e.name not in calls and e.name not in active:
-            n = size(grammar.rules[e.name], active + (e.name,))
+            n = yield size(grammar.rules[e.name], active | {e.name})
         else:
             n = 1
         memo[id(e)] = n
         return n
 
-    return size(grammar.rules[grammar.start], (grammar.start,)) + 1
+    return stackless.run(size(grammar.rules[grammar.start], frozenset((grammar.start,)))) + 1
 
 
 def build_nfa(grammar: Grammar, limits: Limits = DEFAULT_LIMITS, calls: dict[str, int] | None = None) -> NFA:
@@ -155,6 +163,6 @@ def build_nfa(grammar: Grammar, limits: Limits = DEFAULT_LIMITS, calls: dict[str
     b = _Builder(grammar, limits, calls or {})
     accept = b.add()
     b.nfa.accept = accept
-    b.nfa.start = b.build_ref(grammar.start, accept)
+    b.nfa.start = stackless.run(b.build_ref(grammar.start, accept))
     limits.check("max_nfa_states", b.nfa.n_states)
     return b.nfa

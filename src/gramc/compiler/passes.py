@@ -12,32 +12,36 @@ import warnings
 from typing import Callable, Mapping
 
 from gramc.compiler.ir import (NOTHING, Alt, Bytes, Expr, Grammar, Ref, Repeat, Seq, Token, TokenName, alt,
-                               repeat, seq, walk)
+                               postorder, repeat, seq, walk)
 from gramc.errors import GramcError, GrammarSyntaxError, GramcWarning, VocabularyError
 
 
 def rewrite(e: Expr, fn: Callable[[Expr], Expr | None]) -> Expr:
     """``e`` with every node for which ``fn`` returns an expression replaced by it (bottom-up
-    rebuild through the smart constructors, so simplifications propagate)."""
+    rebuild through the smart constructors, so simplifications propagate). Runs on an explicit
+    stack: inlining a chain of rules nests the IR as deep as the chain."""
     memo: dict[Expr, Expr] = {}
-
-    def go(node: Expr) -> Expr:
-        if node in memo:
-            return memo[node]
-        out = fn(node)
-        if out is None:
+    # (node, False): first visit; (node, True): its children are rebuilt, rebuild it.
+    stack: list[tuple[Expr, bool]] = [(e, False)]
+    while stack:
+        node, children_done = stack.pop()
+        if children_done:
             if isinstance(node, Seq):
-                out = seq(*(go(i) for i in node.items))
+                memo[node] = seq(*(memo[i] for i in node.items))
             elif isinstance(node, Alt):
-                out = alt(*(go(i) for i in node.items))
-            elif isinstance(node, Repeat):
-                out = repeat(go(node.item), node.min, node.max)
+                memo[node] = alt(*(memo[i] for i in node.items))
             else:
-                out = node
-        memo[node] = out
-        return out
-
-    return go(e)
+                memo[node] = repeat(memo[node.item], node.min, node.max)
+            continue
+        if node in memo:
+            continue
+        out = fn(node)
+        if out is None and isinstance(node, (Seq, Alt, Repeat)):
+            stack.append((node, True))
+            stack.extend((c, False) for c in reversed(node.children()) if c not in memo)
+        else:
+            memo[node] = node if out is None else out
+    return memo[e]
 
 
 def check_references(g: Grammar) -> Grammar:
@@ -50,27 +54,38 @@ def check_references(g: Grammar) -> Grammar:
 
 
 def _productive(g: Grammar) -> set[str]:
+    """The rules that can finish (a least fixpoint): a rule is re-checked only when a rule it
+    refers to becomes productive, so a chain of rules costs linear time, not quadratic."""
+    refs = {name: g.refs(name) for name in g.rules}
+    users: dict[str, list[str]] = {}
+    for name, used in refs.items():
+        for ref in used:
+            users.setdefault(ref, []).append(name)
     done: set[str] = set()
-    changed = True
-    while changed:
-        changed = False
-        for name, body in g.rules.items():
-            if name not in done and _expr_productive(body, done):
-                done.add(name)
-                changed = True
+    todo = list(reversed(g.rules))
+    while todo:
+        name = todo.pop()
+        if name not in done and _expr_productive(g.rules[name], done):
+            done.add(name)
+            todo.extend(u for u in users.get(name, ()) if u not in done)
     return done
 
 
 def _expr_productive(e: Expr, rules: set[str]) -> bool:
-    if isinstance(e, Ref):
-        return e.name in rules
-    if isinstance(e, Seq):
-        return all(_expr_productive(i, rules) for i in e.items)
-    if isinstance(e, Alt):
-        return any(_expr_productive(i, rules) for i in e.items)
-    if isinstance(e, Repeat):
-        return e.min == 0 or _expr_productive(e.item, rules)
-    return e is not NOTHING
+    """Whether ``e`` can finish when the rules in ``rules`` can (bottom-up, no recursion)."""
+    known: dict[Expr, bool] = {}
+    for node in postorder(e):
+        if isinstance(node, Ref):
+            known[node] = node.name in rules
+        elif isinstance(node, Seq):
+            known[node] = all(known[i] for i in node.items)
+        elif isinstance(node, Alt):
+            known[node] = any(known[i] for i in node.items)
+        elif isinstance(node, Repeat):
+            known[node] = node.min == 0 or known[node.item]
+        else:
+            known[node] = node is not NOTHING
+    return known[e]
 
 
 def remove_unproductive(g: Grammar) -> Grammar:
@@ -105,19 +120,47 @@ def remove_unreachable(g: Grammar) -> Grammar:
 
 
 def recursive_rules(g: Grammar) -> set[str]:
-    """Rules that can reach themselves (members of a cycle of references)."""
-    graph = {n: g.refs(n) & set(g.rules) for n in g.rules}
-    out = set()
-    for name in g.rules:
-        todo, seen = list(graph[name]), set()
-        while todo:
-            r = todo.pop()
-            if r == name:
-                out.add(name)
-                break
-            if r not in seen:
-                seen.add(r)
-                todo.extend(graph[r])
+    """Rules that can reach themselves (members of a cycle of references): the rules of the
+    strongly connected components with a cycle (Tarjan's algorithm on an explicit stack)."""
+    graph = {n: sorted(g.refs(n) & g.rules.keys()) for n in g.rules}
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    on_path: list[str] = []
+    on_path_set: set[str] = set()
+    out: set[str] = set()
+    for root in g.rules:
+        if root in index:
+            continue
+        calls = [(root, iter(graph[root]))]
+        index[root] = low[root] = len(index)
+        on_path.append(root)
+        on_path_set.add(root)
+        while calls:
+            name, pending = calls[-1]
+            ref = next(pending, None)
+            if ref is not None:
+                if ref not in index:
+                    index[ref] = low[ref] = len(index)
+                    on_path.append(ref)
+                    on_path_set.add(ref)
+                    calls.append((ref, iter(graph[ref])))
+                elif ref in on_path_set:
+                    low[name] = min(low[name], index[ref])
+                continue
+            calls.pop()
+            if calls:
+                caller = calls[-1][0]
+                low[caller] = min(low[caller], low[name])
+            if low[name] == index[name]:
+                component = []
+                while True:
+                    member = on_path.pop()
+                    on_path_set.discard(member)
+                    component.append(member)
+                    if member == name:
+                        break
+                if len(component) > 1 or name in graph[name]:
+                    out.update(component)
     return out
 
 
@@ -125,18 +168,83 @@ def inline_nonrecursive(g: Grammar) -> Grammar:
     """Inline every rule that is not recursive; the start rule and recursive rules stay.
 
     Fewer rules mean fewer rule boundaries, and rule boundaries are where token masks depend
-    on the parse stack; the DFA of each remaining rule absorbs the inlined ones.
+    on the parse stack; the DFA of each remaining rule absorbs the inlined ones. Inlined rules
+    are rewritten once each, callees first (their references form no cycle). A sequence that
+    calls an inlined rule is kept as a :class:`_Splice` until something needs it as a node:
+    in a chain of n rules each a letter and the next rule, building every rule's flattened
+    sequence would cost n + (n-1) + ... items; the splices build only the kept rule's.
     """
     keep = recursive_rules(g) | {g.start}
-    bodies: dict[str, Expr] = {}
+    bodies: dict[str, Expr | _Splice] = {}
+    for name in _inlined_callees_first(g, keep):
+        bodies[name] = _inline(g.rules[name], bodies, keep)
+    return Grammar({n: _node(_inline(b, bodies, keep)) for n, b in g.rules.items() if n in keep},
+                   g.start, g.lexemes)
 
-    def body(name: str) -> Expr:
-        if name not in bodies:
-            bodies[name] = rewrite(g.rules[name], lambda e: body(e.name)
-                                   if isinstance(e, Ref) and e.name not in keep else None)
-        return bodies[name]
 
-    return Grammar({n: body(n) for n in g.rules if n in keep}, g.start, g.lexemes)
+class _Splice:
+    """A sequence of parts (nodes or splices) not yet flattened into one :class:`Seq`."""
+
+    __slots__ = ("parts", "node")
+
+    def __init__(self, parts: tuple):
+        self.parts = parts
+        self.node: Expr | None = None  # the flattened sequence, once asked for
+
+
+def _node(x: Expr | _Splice) -> Expr:
+    """``x`` as an IR node: a splice is flattened (once; iteratively) through :func:`seq`."""
+    if isinstance(x, Expr):
+        return x
+    if x.node is None:
+        leaves: list[Expr] = []
+        stack: list[Expr | _Splice] = [x]
+        while stack:
+            part = stack.pop()
+            if isinstance(part, _Splice) and part.node is None:
+                stack.extend(reversed(part.parts))
+            else:
+                leaves.append(part if isinstance(part, Expr) else part.node)
+        x.node = seq(*leaves)
+    return x.node
+
+
+def _inline(e: Expr, bodies: Mapping[str, Expr | _Splice], keep: set[str]) -> Expr | _Splice:
+    """:func:`rewrite` of ``e`` with each reference to a rule outside ``keep`` replaced by its
+    body in ``bodies``; sequences with such a reference in them stay splices."""
+    out: dict[Expr, Expr | _Splice] = {}
+    for node in postorder(e):
+        if isinstance(node, Ref) and node.name not in keep:
+            out[node] = bodies[node.name]
+        elif isinstance(node, Seq):
+            parts = tuple(out[i] for i in node.items)
+            out[node] = _Splice(parts) if any(isinstance(p, _Splice) for p in parts) or \
+                any(isinstance(i, Ref) and i.name not in keep for i in node.items) else seq(*parts)
+        elif isinstance(node, Alt):
+            out[node] = alt(*(_node(out[i]) for i in node.items))
+        elif isinstance(node, Repeat):
+            out[node] = repeat(_node(out[node.item]), node.min, node.max)
+        else:
+            out[node] = node
+    return out[e]
+
+
+def _inlined_callees_first(g: Grammar, keep: set[str]) -> list[str]:
+    """The rules outside ``keep`` that the kept rules reach through rules outside ``keep``,
+    each after every such rule it refers to (depth-first post-order on an explicit stack)."""
+    order: list[str] = []
+    seen: set[str] = set()
+    for root in keep:
+        stack = [(ref, False) for ref in sorted(g.refs(root) - keep)]
+        while stack:
+            name, callees_done = stack.pop()
+            if callees_done:
+                order.append(name)
+            elif name not in seen:
+                seen.add(name)
+                stack.append((name, True))
+                stack.extend((ref, False) for ref in sorted(g.refs(name) - keep) if ref not in seen)
+    return order
 
 
 def resolve_token_names(g: Grammar, special_names: Mapping[str, int] | None) -> Grammar:
@@ -189,9 +297,8 @@ def outline_shared(g: Grammar, min_size: int = 64, keep_short: bool = True) -> G
     sizes: dict[Expr, int] = {}
 
     def count(e: Expr) -> int:
-        if e in sizes:
-            return sizes[e]
-        sizes[e] = 1 + sum(count(c) for c in e.children())
+        for node in _postorder_unknown(e, sizes):
+            sizes[node] = 1 + sum(sizes[c] for c in node.children())
         return sizes[e]
 
     lexemes = g.lexemes
@@ -236,18 +343,35 @@ def outline_shared(g: Grammar, min_size: int = 64, keep_short: bool = True) -> G
 
 def _longest(e: Expr, memo: dict) -> int | None:
     """The most bytes (or special tokens) ``e`` can read; None if unbounded or a rule call."""
-    if e not in memo:
-        if isinstance(e, (Bytes, Token, TokenName)):
-            memo[e] = 1
-        elif isinstance(e, Ref):
-            memo[e] = None
-        elif isinstance(e, Repeat):
-            item = _longest(e.item, memo)
-            memo[e] = None if item is None or (e.max is None and item) else item * (e.max or 0)
+    for node in _postorder_unknown(e, memo):
+        if isinstance(node, (Bytes, Token, TokenName)):
+            memo[node] = 1
+        elif isinstance(node, Ref):
+            memo[node] = None
+        elif isinstance(node, Repeat):
+            item = memo[node.item]
+            memo[node] = None if item is None or (node.max is None and item) else item * (node.max or 0)
         else:
-            parts = [_longest(c, memo) for c in e.children()]
-            memo[e] = None if None in parts else (sum(parts) if isinstance(e, Seq) else max(parts, default=0))
+            parts = [memo[c] for c in node.children()]
+            memo[node] = None if None in parts else (sum(parts) if isinstance(node, Seq) else max(parts, default=0))
     return memo[e]
+
+
+def _postorder_unknown(e: Expr, known: Mapping[Expr, object]) -> list[Expr]:
+    """The nodes of ``e`` not in ``known`` (nor only below nodes in it), each after its
+    children: the order to fill a memo bottom-up without recursion."""
+    out: list[Expr] = []
+    seen: set[Expr] = set()
+    stack: list[tuple[Expr, bool]] = [(e, False)]
+    while stack:
+        node, done = stack.pop()
+        if done:
+            out.append(node)
+        elif node not in seen and node not in known:
+            seen.add(node)
+            stack.append((node, True))
+            stack.extend((c, False) for c in node.children())
+    return out
 
 
 PASSES: tuple[Callable[[Grammar], Grammar], ...] = (

@@ -19,7 +19,6 @@ root ::= "{\\"ok\\":" ("true" | "false") "}"
 from __future__ import annotations
 
 import json
-import sys
 import warnings
 from typing import Any
 
@@ -27,9 +26,6 @@ from gramc.compiler.ir import Grammar
 from gramc.errors import GramcWarning, SchemaError, Span
 from gramc.limits import DEFAULT_LIMITS, Limits
 from gramc.schemas.options import Approximation, SchemaOptions
-
-#: Python recursion limit while compiling (the walker recurses along the schema's nesting).
-RECURSION_LIMIT = 20_000
 
 __all__ = ["schema_to_grammar", "parse_schema_text", "compile_schema_text", "SchemaOptions",
            "Approximation"]
@@ -57,15 +53,8 @@ def schema_to_grammar(schema: dict | bool, options: SchemaOptions = SchemaOption
     if not isinstance(schema, (dict, bool)):
         raise SchemaError(f"a schema must be a JSON object or a boolean, not {type(schema).__name__}", "#")
     check_nesting(schema, limits)
-    limit = sys.getrecursionlimit()
-    sys.setrecursionlimit(max(limit, RECURSION_LIMIT))
-    try:
-        compiler = SchemaCompiler(Document(schema), options, limits)
-        grammar = compiler.compile()
-    except RecursionError:
-        raise SchemaError("the schema is nested too deeply to compile", "#") from None
-    finally:
-        sys.setrecursionlimit(limit)
+    compiler = SchemaCompiler(Document(schema), options, limits)
+    grammar = compiler.compile()
     for message in compiler.doc.notes + compiler.notes:
         warnings.warn(GramcWarning(f"{source_name}: {message}"), stacklevel=2)
     for item in compiler.approximations + compiler.restrictions:

@@ -28,7 +28,8 @@ from functools import partial
 from typing import Any, Iterator
 
 from gramc.compiler.ir import NOTHING, Expr, Grammar, Ref, alt, literal, walk
-from gramc.errors import GramcWarning, SchemaError
+from gramc.compiler.stackless import LEVELS_PER_STACK, on_fresh_stack
+from gramc.errors import GramcWarning, LimitExceededError, SchemaError
 from gramc.limits import DEFAULT_LIMITS, Limits
 from gramc.schemas import leaves
 from gramc.schemas.arrays import ArrayMixin
@@ -92,6 +93,7 @@ class SchemaCompiler(CombinatorMixin, ObjectMixin, ArrayMixin):
         self._value_active: set[tuple] = set()
         self._needs_rule: dict[tuple, str] = {}
         self._levels: list[set] = [set()]
+        self._nesting = 0  # lang() calls in progress (see _nested)
         self._frames: list[list[bool]] = []
         self._names: set[str] = set()
         self.branches = 0
@@ -394,15 +396,31 @@ class SchemaCompiler(CombinatorMixin, ObjectMixin, ArrayMixin):
             raise SchemaError("a $ref cycle that never enters an array or object (the schema refers "
                               "to itself without consuming any input)", where)
         level.add(key)
+        self._nesting += 1
         try:
             with self.frame() as f:
-                expr = self._lang_one(flat.parts, kind, depth)
+                expr = self._nested(self._lang_one, flat.parts, kind, depth)
         finally:
+            self._nesting -= 1
             level.discard(key)
         if not f[0]:
             self._mark_inexact()
         self._lang[key] = (expr, f[0])
         return expr
+
+    def _nested(self, step, parts: tuple, *args) -> Expr:
+        """``step(parts, *args)`` one level deeper into the schema (a value inside an array
+        or object, a subschema of ``anyOf``...). The walk recurses once per level: deeper than
+        ``limits.max_nesting`` is an error, and every :data:`LEVELS_PER_STACK` levels it goes
+        on on a fresh stack (see :func:`on_fresh_stack`), so Python's recursion limit never
+        stops it (nor is changed)."""
+        if self._nesting > self.limits.max_nesting:
+            where = next((p.where for p in parts), "#")
+            raise LimitExceededError("max_nesting", self._nesting, self.limits.max_nesting,
+                                     f"the JSON Schema nests {self._nesting} deep at {where}")
+        if self._nesting % LEVELS_PER_STACK == 0:
+            return on_fresh_stack(step, parts, *args)
+        return step(parts, *args)
 
     def _lang_one(self, parts: tuple, kind: str, depth: int) -> Expr:
         finite = self.finite(parts, kind)

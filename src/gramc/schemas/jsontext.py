@@ -27,7 +27,9 @@ import math
 from collections.abc import Callable
 from typing import Any
 
+from gramc.compiler import stackless
 from gramc.compiler.ir import EMPTY, Expr, alt, byte_class, byte_range, literal, optional, repeat, seq, text
+from gramc.compiler.stackless import Call
 from gramc.errors import SchemaError
 
 JSON_WS_BYTES = b" \t\n\r"
@@ -153,7 +155,12 @@ def value_ir(value: Any, ws: Whitespace, members: Callable[[list[Expr]], Expr] |
     """The JSON text of a known value: its ``json.dumps`` form (object members in their
     given order) with ``ws`` between tokens, strings in every spelling. ``members`` (given
     the member expressions of a non-empty object, nested ones too) builds an object's body
-    in another way than in the given order (``property_order="any"``)."""
+    in another way than in the given order (``property_order="any"``). Listed values nest
+    as deep as the schema text does: the walk is a :mod:`stackless` one."""
+    return stackless.run(_value_ir(value, ws, members))
+
+
+def _value_ir(value: Any, ws: Whitespace, members: Callable[[list[Expr]], Expr] | None) -> Call[Expr]:
     if value is None:
         return literal(b"null")
     if value is True:
@@ -165,10 +172,14 @@ def value_ir(value: Any, ws: Whitespace, members: Callable[[list[Expr]], Expr] |
     if isinstance(value, str):
         return string_literal_ir(value)
     if isinstance(value, list):
-        items = [value_ir(v, ws, members) for v in value]
+        items = []
+        for v in value:
+            items.append((yield _value_ir(v, ws, members)))
         return ws.wrap(b"[", b"]", not items, ws.separated(items))
     if isinstance(value, dict):
-        items = [ws.member(string_literal_ir(k), value_ir(v, ws, members)) for k, v in value.items()]
+        items = []
+        for k, v in value.items():
+            items.append(ws.member(string_literal_ir(k), (yield _value_ir(v, ws, members))))
         body = members(items) if members is not None and items else ws.separated(items)
         return ws.wrap(b"{", b"}", not items, body)
     raise SchemaError(f"{value!r} is not a JSON value")
@@ -191,15 +202,21 @@ def kind_of(value: Any) -> str:
 
 def canonical_text(value: Any) -> str:
     """A text that is equal for values JSON Schema calls equal (``1`` and ``1.0``)."""
-    def norm(v: Any) -> Any:
+    def norm(v: Any) -> Call[Any]:
         if isinstance(v, bool) or v is None or isinstance(v, str):
             return v
         if isinstance(v, float) and v.is_integer():
             return int(v)
         if isinstance(v, list):
-            return [norm(x) for x in v]
+            items = []
+            for x in v:
+                items.append((yield norm(x)))
+            return items
         if isinstance(v, dict):
-            return {k: norm(x) for k, x in v.items()}
+            members = {}
+            for k, x in v.items():
+                members[k] = yield norm(x)
+            return members
         return v
 
-    return json.dumps(norm(value), sort_keys=True)
+    return json.dumps(stackless.run(norm(value)), sort_keys=True)

@@ -7,7 +7,6 @@ OpenAPI ``nullable: true`` is honoured (``null`` is added to ``type``), as the w
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable
 from typing import Any
 
@@ -22,7 +21,7 @@ class ValueChecker:
         import jsonschema
 
         self.doc = doc
-        self.root = _patch_nullable(copy.deepcopy(doc.root))
+        self.root = _nullable_patched_copy(doc.root)
         cls = jsonschema.validators.validator_for(self.root, default=jsonschema.Draft202012Validator)
         self._validator = cls(self.root)
         self._node_cache: dict[str, Any] = {}
@@ -90,17 +89,27 @@ class ValueChecker:
         return self._node_cache[pointer]
 
 
-def _patch_nullable(value: Any) -> Any:
-    stack = [value]
+def _nullable_patched_copy(value: Any) -> Any:
+    """A copy of the JSON value ``value`` in which ``nullable: true`` adds ``null`` to a
+    ``type``, made on an explicit stack (schemas nest as deep as their author likes)."""
+    def fresh(v: Any) -> Any:
+        return {} if isinstance(v, dict) else [] if isinstance(v, list) else v
+
+    root = fresh(value)
+    stack = [(value, root)]
     while stack:
-        v = stack.pop()
-        if isinstance(v, dict):
-            if v.get("nullable") is True and "type" in v:
-                t = v["type"]
-                types = [t] if isinstance(t, str) else list(t) if isinstance(t, list) else None
-                if types is not None and "null" not in types:
-                    v["type"] = types + ["null"]
-            stack.extend(v.values())
-        elif isinstance(v, list):
-            stack.extend(v)
-    return value
+        source, copied = stack.pop()
+        for key, v in source.items() if isinstance(source, dict) else enumerate(source):
+            part = fresh(v)
+            if isinstance(copied, dict):
+                copied[key] = part
+            else:
+                copied.append(part)
+            if isinstance(v, (dict, list)):
+                stack.append((v, part))
+        if isinstance(source, dict) and source.get("nullable") is True and "type" in source:
+            t = source["type"]
+            types = [t] if isinstance(t, str) else list(t) if isinstance(t, list) else None
+            if types is not None and "null" not in types:
+                copied["type"] = types + ["null"]
+    return root

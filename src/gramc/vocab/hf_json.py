@@ -131,13 +131,15 @@ def _entry_id(i: Any, text: str, source: str) -> int:
 
 
 def _components(node: Any) -> list[dict]:
-    """A decoder / pre-tokenizer and, for a Sequence, its parts, flattened."""
-    if not isinstance(node, dict):
-        return []
-    out = [node]
-    for key in _SEQUENCE_KEYS:
-        for child in node.get(key) or []:
-            out.extend(_components(child))
+    """A decoder / pre-tokenizer and, for a Sequence, its parts, flattened (pre-order, on
+    an explicit stack: a hostile file can nest Sequences as deep as JSON allows)."""
+    out: list[dict] = []
+    stack = [node]
+    while stack:
+        part = stack.pop()
+        if isinstance(part, dict):
+            out.append(part)
+            stack.extend(reversed([child for key in _SEQUENCE_KEYS for child in part.get(key) or []]))
     return out
 
 
