@@ -25,7 +25,7 @@ an invalidation error; the raw JSON keeps both flags.
 Engine ``gramc-aot`` (issue 23) takes the ahead-of-time path instead: its worker forks a compile
 process per schema (default CompileOptions, eager binding), which writes the ``.gmask`` to a temporary
 directory; the compile time, the peak RSS of that process and the artifact's size are recorded; then
-the worker ``gramc.load()``\ s the file (load time) and runs the same protocol on the loaded matcher.
+the worker loads the file with ``gramc.load()`` (load time) and runs the same protocol on the loaded matcher.
 Its TTFM is the time from the start of the load to the first mask. The compile process is killed at the
 compile time limit, or when its resident memory passes ``--aot-rss-cap-gb`` (a compile error either way).
 
@@ -39,6 +39,7 @@ Usage::
     python bench/maskbench.py --workers 2 --out bench/results/maskbench.full.json      # correctness
     python bench/maskbench.py --limit 300 --seed 0 --out bench/results/maskbench.timed.json  # timed
     python bench/maskbench.py --ids tests/data/maskbench_sample_ids.txt --engines gramc
+    python bench/maskbench.py --limit 300 --seed 0 --engines gramc-aot,llguidance   # the .gmask path
     python bench/maskbench.py --update-baseline     # rewrite tests/data/maskbench_baseline.json
     python bench/maskbench.py --from-json bench/results/maskbench.timed.json        # re-print
 """
@@ -255,7 +256,8 @@ class GramcAotAdapter(GramcAdapter):
     The compile runs in a process forked from this (warmed) worker: the vocabulary, imports and
     compiled code are already there, so ``compile_s`` is the compile itself and
     ``compile_peak_rss_mb`` the peak resident memory of a process holding the vocabulary and
-    compiling (wait4's ru_maxrss). After each compile, ``aot_record`` holds the per-schema figures
+    compiling (wait4's ru_maxrss; ``compile_start_rss_mb`` is what it started with, the worker's
+    own resident memory at the fork). After each compile, ``aot_record`` holds the per-schema figures
     and ``load_started_ns`` the clock reading that TTFM counts from."""
 
     name = AOT
@@ -306,6 +308,7 @@ class GramcAotAdapter(GramcAdapter):
 
     def _compile_in_child(self, text: str, path: Path) -> dict:
         """Fork, compile ``text`` to ``path`` in the child; the child's figures, or its error."""
+        start_rss = self._rss(os.getpid())
         rfd, wfd = os.pipe()
         pid = os.fork()
         if pid == 0:  # the compile process: never returns
@@ -341,7 +344,7 @@ class GramcAotAdapter(GramcAdapter):
         _, status, usage = os.wait4(pid, 0)
         wall_s = time.monotonic() - t0
         peak_mb = max(usage.ru_maxrss * 1024, peak_seen) / 2**20  # ru_maxrss is in KiB on Linux
-        rec = {"compile_wall_s": wall_s, "compile_peak_rss_mb": peak_mb}
+        rec = {"compile_wall_s": wall_s, "compile_peak_rss_mb": peak_mb, "compile_start_rss_mb": start_rss / 2**20}
         if killed == "rss":
             return {**rec, "error_class": "MemoryCap",
                     "error": f"compile process passed the RSS cap of {self.rss_cap_bytes / 2**30:g} GiB "
@@ -1038,15 +1041,58 @@ def detail_tables(data: dict) -> list[str]:
         ratios = versus_reference(figs)
         if ratios:
             labels = list(dict.fromkeys(k for r in ratios.values() for k in r))
-            out += ["", f"Against {REFERENCE} in the same run, {scope} (engine / {REFERENCE}; below 1 is faster):",
+            where = "in the merged runs" if data.get("merged_from") else "in the same run"
+            out += ["", f"Against {REFERENCE} {where}, {scope} (engine / {REFERENCE}; below 1 is faster):",
                     "", _row(["engine"] + labels), "|---|" + "---:|" * len(labels)]
             for e, r in ratios.items():
                 out.append(_row([e] + [f"{r[k]:.2f}x" if r.get(k) is not None else "-" for k in labels]))
     return out
 
 
+#: The per-mask timings a run keeps beside its JSON (``.timings.npz``), per result.
+TIMING_KEYS = ("tbm_ns", "commit_ns")
+
+
+def timings_path(out: Path) -> Path:
+    return out.with_suffix(".timings.npz")
+
+
+def save_timings(path: Path, runs: list[dict]) -> None:
+    """Each engine's per-mask timings, flattened in result order with the count per result."""
+    arrays = {}
+    for run in runs:
+        for key in TIMING_KEYS:
+            parts = [np.asarray(r.get(key, []), dtype=np.int64) for r in run["results"]]
+            arrays[f"{run['engine']}:{key}"] = np.concatenate(parts or [np.zeros(0, np.int64)])
+            arrays[f"{run['engine']}:{key}:n"] = np.array([len(p) for p in parts], dtype=np.int64)
+    np.savez_compressed(path, **arrays)
+
+
+def attach_timings(data: dict, path: Path) -> None:
+    """Put the per-mask timings saved by ``save_timings`` back into a loaded run's results."""
+    with np.load(path) as z:
+        for engine, results in data["results"].items():
+            for key in TIMING_KEYS:
+                counts = z[f"{engine}:{key}:n"]
+                if len(counts) != len(results):
+                    raise SystemExit(f"{path}: {engine} has {len(counts)} results, the JSON {len(results)}")
+                for r, part in zip(results, np.split(z[f"{engine}:{key}"], np.cumsum(counts)[:-1])):
+                    r[key] = part
+
+
+def load_run(path: Path) -> dict:
+    """A saved run, with its per-mask timings when its ``.timings.npz`` is beside it."""
+    data = json.loads(Path(path).read_text())
+    data["has_timings"] = timings_path(Path(path)).exists()
+    if data["has_timings"]:
+        attach_timings(data, timings_path(Path(path)))
+    return data
+
+
 def merge(runs: list[dict]) -> dict:
-    """Several saved runs of the same schemas as one (engines side by side)."""
+    """Several saved runs of the same schemas as one (engines side by side). When every run has
+    its per-mask timings, the figures over the schemas every engine compiled and the comparisons
+    with the reference engine are computed again for the merged set of engines."""
     if len(runs) == 1:
         return runs[0]
     first = runs[0]
@@ -1059,6 +1105,11 @@ def merge(runs: list[dict]) -> dict:
     data["engine_options"] = {e: v for r in runs for e, v in r["engine_options"].items()}
     data["timed"] = all(r["timed"] for r in runs)
     data["common"] = None
+    data.pop("versus_reference", None)
+    if data["timed"] and all(r.get("has_timings") for r in runs):
+        merged = [{"engine": e, "results": rs} for e, rs in data["results"].items()]
+        data["common"] = common_timing(merged)
+        data["versus_reference"] = versus_reference_all(data["summaries"], data["common"])
     data["merged_from"] = [{"argv": r.get("argv"), "engines": [s["engine"] for s in r["summaries"]],
                             "gramc_git": r["machine"].get("gramc_git")} for r in runs]
     return data
@@ -1149,7 +1200,8 @@ def main(argv=None) -> int:
     ap.add_argument("--out", help="raw JSON (default bench/results/maskbench.json); a .md is written beside it")
     ap.add_argument("--from-json", nargs="+", metavar="FILE",
                     help="re-print the tables of a saved run; several runs of the same selection are merged "
-                         "(outcomes side by side; timing shown only when every run was timed)")
+                         "(outcomes side by side; timing shown only when every run was timed; the figures over the "
+                         "schemas every engine compiled only when every run has its .timings.npz)")
     ap.add_argument("--update-baseline", action="store_true",
                     help="rewrite tests/data/maskbench_baseline.json from a gramc run of the sample ids")
     ap.add_argument("--write-sample-ids", type=int, metavar="N",
@@ -1157,12 +1209,16 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
 
     if args.from_json:
-        data = merge([json.loads(Path(p).read_text()) for p in args.from_json])
+        data = merge([load_run(Path(p)) for p in args.from_json])
         md = markdown(data)
         print(md)
         if args.out:
-            Path(args.out).write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n")
-            Path(args.out).with_suffix(".md").write_text(md + "\n")
+            out = Path(args.out)
+            if data.pop("has_timings", False) and data.get("merged_from"):
+                save_timings(timings_path(out), [{"engine": e, "results": rs} for e, rs in data["results"].items()])
+            data["results"] = {e: [_saved(r) for r in rs] for e, rs in data["results"].items()}
+            out.write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n")
+            out.with_suffix(".md").write_text(md + "\n")
         return 0
     if args.write_sample_ids:
         return write_sample_ids(args)
@@ -1205,9 +1261,10 @@ def main(argv=None) -> int:
         md = markdown(data)
         out.write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n")  # after each engine: a long
         out.with_suffix(".md").write_text(md + "\n")                         # run keeps what it finished
+        save_timings(timings_path(out), runs)
     print()
     print(md)
-    print(f"\nwrote {out} and {out.with_suffix('.md')}")
+    print(f"\nwrote {out}, {out.with_suffix('.md')} and {timings_path(out)}")
     return 0
 
 
@@ -1219,16 +1276,19 @@ def assemble(meta: dict, runs: list[dict], timed: bool) -> dict:
     data["summaries"] = [summarize(run, timed) for run in runs]
     data["common"] = common_timing(runs) if timed else None
     if timed:
-        data["versus_reference"] = {
-            "reference": REFERENCE, "pooled": versus_reference({s["engine"]: s for s in data["summaries"]}),
-            "common": versus_reference(data["common"]["engines"]) if data["common"] else {}}
+        data["versus_reference"] = versus_reference_all(data["summaries"], data["common"])
     data["results"] = {run["engine"]: [_saved(r) for r in run["results"]] for run in runs}
     return data
 
 
+def versus_reference_all(summaries: list[dict], common: dict | None) -> dict:
+    return {"reference": REFERENCE, "pooled": versus_reference({s["engine"]: s for s in summaries}),
+            "common": versus_reference(common["engines"]) if common else {}}
+
+
 def _saved(res: dict) -> dict:
     """A result as saved: no per-mask timings, and a traceback only for harness errors."""
-    drop = {"tbm_ns", "commit_ns"} | ({"traceback"} if res.get("error_class") != "HarnessError" else set())
+    drop = set(TIMING_KEYS) | ({"traceback"} if res.get("error_class") != "HarnessError" else set())
     return {k: v for k, v in res.items() if k not in drop}
 
 
