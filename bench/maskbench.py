@@ -1038,6 +1038,12 @@ def detail_tables(data: dict) -> list[str]:
                     v = f.get(key) or {}
                     cells += [_f(v.get("p50")), _f(v.get("p90")), _f(v.get("max"))]
                 out.append(_row(cells))
+            start = [r["compile_start_rss_mb"] for e in aot for r in data.get("results", {}).get(e, [])
+                     if r.get("compile_start_rss_mb") is not None]
+            if start and figs is scopes[0][1]:
+                out += ["", f"The peak RSS counts what the compile process started with: the worker's own resident "
+                            f"memory at the fork (vocabulary, tokenizer, imports), {min(start):,.0f} to "
+                            f"{max(start):,.0f} MiB."]
         ratios = versus_reference(figs)
         if ratios:
             labels = list(dict.fromkeys(k for r in ratios.values() for k in r))
