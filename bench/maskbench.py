@@ -926,7 +926,9 @@ def markdown(data: dict) -> str:
                + (f", {la[1][0]:.2f} at end" if la[1] else "") + f"; gramc git {mi.get('gramc_git')}.")
     if data.get("merged_from"):
         out.append("Merged from separate runs of the same schemas: "
-                   + "; ".join(f"{', '.join(m['engines'])} (gramc git {m['gramc_git']})" for m in data["merged_from"])
+                   + "; ".join(f"{', '.join(m['engines'])} (gramc git {m['gramc_git']}"
+                               + (f", `python bench/maskbench.py {' '.join(m['argv'])}`" if m.get("argv") else "") + ")"
+                               for m in data["merged_from"])
                    + ".")
     out.append("")
     out.append("| engine | " + " | ".join(OUTCOMES) + " |")
