@@ -2,7 +2,7 @@
 
 Two small schemas (one regular, one recursive) with instances whose validity jsonschema decides,
 on the GPT-2 vocabulary: the loaded artifact must give jsonschema's verdict on every instance, the
-per-schema records must carry the ahead-of-time figures, the artifact must be the one an
+per-schema records must carry the ahead-of-time figures, the artifact must be as long as the one an
 in-process compile writes, and a compile process over the RSS cap must be a compile error.
 """
 
