@@ -43,8 +43,9 @@ from pathlib import Path
 
 warnings.filterwarnings("ignore")
 
-SHARED_VOCABS = Path(os.environ.get("GRAMC_BENCH_VOCABS", "/work/shared/vocabs"))
-REPO = Path(__file__).resolve().parent.parent
+from shared_paths import REPO, SHARED  # noqa: E402  (bench/ is the script's folder)
+
+SHARED_VOCABS = Path(os.environ.get("GRAMC_BENCH_VOCABS") or SHARED / "vocabs")
 
 GRAMMARS = {
     # regular: a run of JSON-ish records; complete after each ", " but never forced to end

@@ -43,9 +43,9 @@ from pathlib import Path
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parent.parent
-VOCAB_CANDIDATES = (REPO.parent / "shared" / "vocabs" / "llama3-tokenizer.json",
-                    Path("/work/shared/vocabs/llama3-tokenizer.json"))
+from shared_paths import REPO, SHARED  # noqa: E402  (bench/ is the script's folder)
+
+VOCAB_CANDIDATES = (SHARED / "vocabs" / "llama3-tokenizer.json",)
 #: A JSON-object regex: 46 DFA states over Llama 3, a realistic mix of narrow and wide masks.
 PATTERN = r'\{"name": "[a-zA-Z ]{1,20}", "age": [0-9]{1,3}, "tags": \["[a-z]{1,8}"(, "[a-z]{1,8}"){0,3}\]\}'
 

@@ -73,7 +73,7 @@ import numpy as np
 import gramc
 
 REPO = rb.REPO
-GBNF_DIR = Path(os.environ.get("GRAMC_BENCH_GBNF", "/work/shared/corpora/gbnf"))
+GBNF_DIR = Path(os.environ.get("GRAMC_BENCH_GBNF") or rb.SHARED / "corpora" / "gbnf")
 
 # --------------------------------------------------------------------------- workload: documents
 
@@ -467,7 +467,7 @@ def run_cell(eng, ctx: VocabCtx, gname: str, docs, args, ref_masks, log) -> dict
     compile_cpu_ns: list[int] = []
     fresh: list = []
     spent = 0
-    for i in range(max(args.repeat, 1)):
+    for _ in range(max(args.repeat, 1)):
         gc.collect()
         c0 = cpu_ns()
         t0 = perf_ns()

@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import collections
 import json
-import os
 import signal
 import sys
 import time
@@ -37,8 +36,8 @@ import warnings
 from pathlib import Path
 from urllib.parse import urldefrag, urljoin
 
-REPO = Path(__file__).resolve().parent.parent
-SHARED = Path(os.environ.get("GRAMC_SHARED", "/work/shared"))
+from shared_paths import REPO, SHARED  # noqa: E402  (bench/ is the script's folder)
+
 SUITE = SHARED / "corpora" / "json-schema-test-suite.jsonl"
 BASELINE = REPO / "tests" / "data" / "json_schema_suite_baseline.json"
 CATEGORIES = ["correct", "wrong-accept", "approximated", "wrong-reject", "compile-error"]

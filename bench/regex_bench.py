@@ -51,8 +51,9 @@ import numpy as np
 
 import gramc
 
-REPO = Path(__file__).resolve().parent.parent
-SHARED_VOCABS = Path(os.environ.get("GRAMC_BENCH_VOCABS", "/work/shared/vocabs"))
+from shared_paths import REPO, SHARED  # noqa: E402  (bench/ is the script's folder)
+
+SHARED_VOCABS = Path(os.environ.get("GRAMC_BENCH_VOCABS") or SHARED / "vocabs")
 perf_ns = time.perf_counter_ns
 
 # --------------------------------------------------------------------------- workload
@@ -384,7 +385,7 @@ def run_cell(eng, ctx: VocabCtx, rname: str, regex: str, examples, args, ref_mas
     compile_ns: list[int] = []
     handle = matcher = None
     spent = 0
-    for i in range(args.repeat):
+    for _ in range(args.repeat):
         gc.collect()
         (handle, matcher), dt = _timed(eng.compile, regex)
         compile_ns.append(dt)

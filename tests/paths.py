@@ -1,12 +1,14 @@
-"""Where the shared test material lives: ../shared beside the repository."""
+"""Where the shared test material lives: ../shared beside the repository, or the folder
+``$GRAMC_SHARED`` names."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
-SHARED = Path(__file__).resolve().parents[2] / "shared"
+SHARED = Path(os.environ.get("GRAMC_SHARED") or Path(__file__).resolve().parents[2] / "shared")
 
 
 def shared_path(*parts: str) -> Path:

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 import gramc
 from gramc.errors import BackendUnavailableError, GramcError, LimitExceededError, VocabularyError
 from gramc.runtime.batch import ENDED, BatchMatcher
-from gramc.runtime.bitmask import apply_bitmask, n_words
+from gramc.bitmask import apply_bitmask, n_words
 from gramc.runtime.cuda import emulation
 
 TOKENS = [b"(", b")", b"x", b"((", b"))", b"x)", b"(x", b"a", b"b", b"ab", b"ba", b"c", b"abc", b"1",
@@ -31,6 +31,8 @@ def arts():
         "num": gramc.compile("-?[12]+(ab)?", vocab=VOCAB),
         "lazy": gramc.compile("a[bc]*1?", vocab=VOCAB, lazy=True),
         "paren": gramc.compile('root ::= "(" root ")" | "x"', format="gbnf", vocab=VOCAB),
+        # A counted DFA (kind "counted"): its rows go through per-request matchers, as a PDA's.
+        "counted": gramc.compile("(ab|c){1,3000}1?", vocab=VOCAB),
     }
 
 

@@ -643,8 +643,19 @@ def _raw_doc(meta_value: bytes) -> bytes:
     ],
 )
 def test_hostile_msgpack(body, match):
-    err = _rejected(_file(body), match)
+    # The decoder's own limits, past the compression-ratio check some of these trip first.
+    err = _rejected(_file(body), match, ReadLimits(max_compression_ratio=1 << 30))
     assert err.__cause__ is None and err.__suppress_context__
+
+
+def test_decompression_bomb_is_refused_before_decompressing():
+    """A small file whose prefix promises a thousandfold more bytes is refused from the
+    prefix alone: here 35 KB that would decompress to 32 MiB of one repeated byte."""
+    body = _raw_doc(b"\x81\xa1x\xc6" + struct.pack(">I", 32 << 20) + b"\0" * (32 << 20))
+    data = _file(body)
+    assert len(data) < 40_000
+    _rejected(data, r"from a \d+-byte payload, over max_compression_ratio=1024")
+    _rejected(data, "max_compression_ratio=10", ReadLimits(max_compression_ratio=10))
 
 
 def test_meta_depth_bomb_within_msgpack_limits():

@@ -23,7 +23,7 @@ import pytest
 import gramc
 from gramc.errors import ArtifactFormatError, BackendUnavailableError, GramcError
 from gramc.runtime.batch import advance_states
-from gramc.runtime.bitmask import apply_bitmask, n_words, unpack_row
+from gramc.bitmask import apply_bitmask, n_words, unpack_row
 from gramc.runtime.cuda import emulation
 from gramc.runtime.cuda.device import DeviceView
 from gramc.runtime.cuda.source import SOURCE_FILES, device_source, kernel_specs, source_dir
@@ -216,7 +216,7 @@ def test_apply_bitmask_matches_reference(backend, dtype, seed):
 
 @pytest.mark.parametrize("dtype", ["f32", "f16"])
 def test_apply_bitmask_equals_the_library_reference(backend, dtype):
-    """Without maps, the kernel is runtime.bitmask.apply_bitmask on real float arrays."""
+    """Without maps, the kernel is gramc.bitmask.apply_bitmask on real float arrays."""
     rng = np.random.default_rng(7)
     vocab, width = 100, 131
     masks = _random_masks(rng, 5, n_words(vocab), 0.3)

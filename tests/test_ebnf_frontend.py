@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import itertools
 import json
-from pathlib import Path
 
 import pytest
 from earley import EarleyOracle
@@ -14,6 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from oracle import fullmatch
 
+from paths import SHARED
 from gramc.compiler.frontends.ebnf import EBNF_DIALECTS, detect_dialect, parse_ebnf
 from gramc.compiler.frontends.gbnf import parse_gbnf
 from gramc.compiler.ir import (
@@ -40,7 +40,7 @@ from gramc.errors import (
     UnsupportedFeatureError,
 )
 
-VECTORS = Path(__file__).resolve().parents[2] / "shared" / "corpora" / "ebnf-vectors.dev.jsonl"
+VECTORS = SHARED / "corpora" / "ebnf-vectors.dev.jsonl"
 
 #: Corpus vectors gramc refuses, with the UnsupportedFeatureError feature (a substring) each gives.
 REFUSED = {

@@ -11,6 +11,7 @@ from earley import EarleyOracle
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from paths import SHARED
 from gramc.compiler.frontends.gbnf import parse_gbnf
 from gramc.compiler.ir import Grammar, Ref, Token, TokenName, format_grammar, walk
 from gramc.errors import (
@@ -21,7 +22,7 @@ from gramc.errors import (
 )
 from gramc.limits import Limits
 
-CORPORA = Path(__file__).resolve().parents[2] / "shared" / "corpora"
+CORPORA = SHARED / "corpora"
 GBNF_DIR = CORPORA / "gbnf"
 VECTORS = CORPORA / "gbnf-vectors.dev.jsonl"
 

@@ -170,12 +170,16 @@ def test_vocab_special_tokens(vocab_only):
         vocab_from_llama_cpp(object())
 
 
-def test_missing_llama_cpp_gives_an_install_hint(monkeypatch):
-    from gramc.integrations import llama_cpp as integration
+@pytest.mark.parametrize("entry", ["gramc.vocab.llama_cpp", "gramc.integrations.llama_cpp", "Vocab"])
+def test_missing_llama_cpp_gives_an_install_hint(monkeypatch, entry):
+    """Every documented way to read a llama.cpp vocabulary says what to install."""
+    import importlib
 
+    load = (gramc.Vocab.from_llama_cpp if entry == "Vocab"
+            else importlib.import_module(entry).vocab_from_llama_cpp)
     monkeypatch.setitem(sys.modules, "llama_cpp", None)
     with pytest.raises(ImportError, match=r"pip install 'gramc\[llama-cpp\]'"):
-        integration.vocab_from_llama_cpp(object())
+        load(object())
 
 
 # ---------------------------------------------------------------- the processor

@@ -91,7 +91,7 @@ def grammars():
     cache = gv.GramcProcessorCore._artifacts
     cache.clear()
     for kind, source in (("regex", WORDS), ("regex", DATE), ("gbnf", NESTED)):
-        cache[(kind, source)] = gramc.compile(source, format=kind, vocab="gpt2", lazy=True)
+        cache.put((kind, source), gramc.compile(source, format=kind, vocab="gpt2", lazy=True))
     yield
     cache.clear()
     mp.undo()

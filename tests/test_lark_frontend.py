@@ -16,6 +16,7 @@ import lark
 import pytest
 from earley import EarleyOracle
 
+from paths import SHARED
 from gramc.compiler.frontends.lark import IGNORE_RULE, START_RULE, parse_lark
 from gramc.compiler.frontends.lark_terminals import (
     is_prefix_free,
@@ -45,8 +46,9 @@ from gramc.errors import (
     LimitExceededError,
     UnsupportedFeatureError,
 )
+from gramc.limits import Limits
 
-CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpora" / "lark-vectors.dev.jsonl"
+CORPUS = SHARED / "corpora" / "lark-vectors.dev.jsonl"
 LARK_GRAMMARS = Path(lark.__file__).parent / "grammars"
 
 
@@ -371,7 +373,7 @@ def test_limits():
     with pytest.raises(LimitExceededError, match="max_repeat"):
         parse_lark('start: "a"~1000000')
     with pytest.raises(LimitExceededError, match="max_repeat"):
-        parse_lark("start: /a{2,5}/", max_repeat=3)
+        parse_lark("start: /a{2,5}/", limits=Limits(max_repeat=3))
 
 
 # ---------------------------------------------------------------- lark's own grammars

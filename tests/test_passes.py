@@ -8,7 +8,7 @@ import pytest
 from click.testing import CliRunner
 
 from gramc.cli.main import main
-from gramc.compiler.ir import EMPTY, NOTHING, Grammar, Ref, Token, TokenName, alt, format_expr, literal, repeat, seq
+from gramc.compiler.ir import EMPTY, Grammar, Ref, Token, TokenName, alt, format_expr, literal, repeat, seq
 from gramc.compiler.passes import (
     check_references,
     inline_nonrecursive,
@@ -193,11 +193,11 @@ def test_the_fallback_pda_outlines_short_parts_when_inlining_them_blows_up(monke
     tried = []
     real = pipeline.build_pda
 
-    def build_pda(grammar, within, collapse=True):
+    def build_pda(grammar, within, collapse=True, deadline=None):
         tried.append((len(grammar.rules), within.max_dfa_states))
         if len(tried) == 1:
             raise LimitExceededError("max_dfa_states", within.max_dfa_states + 1, within.max_dfa_states)
-        return real(grammar, within, collapse=collapse)
+        return real(grammar, within, collapse=collapse, deadline=deadline)
 
     monkeypatch.setattr(pipeline, "build_pda", build_pda)
     kind, table = pipeline.build_automaton(g, limits)
@@ -220,8 +220,8 @@ def test_grammars_past_the_inline_bound_keep_their_rules(monkeypatch):
     size = thompson_size(optimize(g))
     collapsed = []
     real = pipeline.build_pda
-    monkeypatch.setattr(pipeline, "build_pda", lambda grammar, within, collapse=True:
-                        collapsed.append(collapse) or real(grammar, within, collapse=collapse))
+    monkeypatch.setattr(pipeline, "build_pda", lambda grammar, within, collapse=True, deadline=None:
+                        collapsed.append(collapse) or real(grammar, within, collapse=collapse, deadline=deadline))
     tables = {}
     for factor in (2, 1 / 2):  # the bound twice the NFA, then half of it
         limits = Limits(max_nfa_states=int(size * pipeline.INLINE_NFA_FRACTION_RECURSIVE * factor))

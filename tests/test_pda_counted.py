@@ -23,7 +23,7 @@ from gramc.compiler.ir import Grammar, Ref, alt, byte_class, literal, repeat, se
 from gramc.compiler.passes import optimize, outline_shared
 from gramc.compiler.pda import build_pda
 from gramc.runtime.pda_artifact import PDAArtifact
-from gramc.runtime.bitmask import unpack_row
+from gramc.bitmask import unpack_row
 from gramc.runtime.pda_counted import CountedItems, CountedSlice
 from gramc.schemas.strings import json_string_ir
 from test_pda import make_vocab, oracle_mask, walk_against_oracle

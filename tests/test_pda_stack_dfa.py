@@ -19,7 +19,7 @@ import gramc
 from gramc.automata.pda_table import _has_cycle
 from gramc.runtime import pda_slices, pda_stack_dfa
 from gramc.automata.trie import trie_for
-from gramc.runtime.bitmask import n_words, unpack_row
+from gramc.bitmask import n_words, unpack_row
 from gramc.runtime.pda_slices import NodeSlices, _loop_components, _on_short_cycles, _shape
 from gramc.runtime.pda_stack_dfa import StackDFA
 from paths import shared_path
@@ -52,7 +52,7 @@ def _earley_accepts(table, chart, ids) -> np.ndarray:
 
 def _walk_and_compare(art, vocab, steps: int, seed: int, sample: int = 6000) -> int:
     table = art.token_table
-    stack = StackDFA(table.table, table.parser, table.token_bytes)
+    stack = StackDFA(table.table, table.parser, table.token_bytes, table.limits)
     assert stack.usable
     byte_ids = np.array([i for i in range(vocab.size) if i not in vocab.special_ids and vocab.tokens[i]])
     trie = trie_for(vocab)
@@ -72,7 +72,7 @@ def _walk_and_compare(art, vocab, steps: int, seed: int, sample: int = 6000) -> 
         # The whole-vocabulary walk (lazy masks), on this DFA and on a fresh one that builds
         # every state it needs during the walk.
         everything = byte_ids[stack.accepts(key, byte_ids)]
-        fresh = StackDFA(table.table, table.parser, table.token_bytes)
+        fresh = StackDFA(table.table, table.parser, table.token_bytes, table.limits)
         for walker in (stack, fresh):
             words = np.zeros(n_words(vocab.size), dtype=np.uint32)
             walker.allowed(key, trie, words)
@@ -177,7 +177,9 @@ def test_loop_shapes_are_shared_across_tables_of_one_vocabulary(gpt2, monkeypatc
 
     from gramc.runtime import pda_slices
 
-    class Recording(dict):
+    from gramc.runtime.cache import LRUCache
+
+    class Recording(LRUCache):
         hits: list = []
 
         def get(self, key, default=None):
@@ -185,7 +187,7 @@ def test_loop_shapes_are_shared_across_tables_of_one_vocabulary(gpt2, monkeypatc
                 self.hits.append(key)
             return super().get(key, default)
 
-    shapes = Recording()
+    shapes = Recording(1024)
     monkeypatch.setattr(pda_slices, "_SHAPES", weakref.WeakKeyDictionary({trie_for(gpt2): shapes}))
     first = gramc.compile(NAMED_TREE_SCHEMA, format="json_schema", vocab=gpt2)
     assert _walk_and_compare(first, gpt2, 20, 0) > 0
@@ -203,11 +205,8 @@ def test_loop_shapes_are_shared_across_tables_of_one_vocabulary(gpt2, monkeypatc
 
 
 def test_node_slices_stay_exact_when_dropped_for_memory(gpt2, monkeypatch):
-    """Past MAX_SLICED_NODES the slices are dropped and made afresh: masks stay exact and
-    the kept slices stay bounded."""
-    from gramc.runtime import pda_slices
-
-    monkeypatch.setattr(pda_slices, "MAX_SLICED_NODES", 2)
+    """Past RuntimeLimits.node_slices the least recently used slices are dropped and made
+    afresh when met again: masks stay exact and the kept slices stay bounded."""
     kept = []
     make = NodeSlices._make
 
@@ -216,9 +215,10 @@ def test_node_slices_stay_exact_when_dropped_for_memory(gpt2, monkeypatch):
         return make(self, node)
 
     monkeypatch.setattr(NodeSlices, "_make", spy)
-    art = gramc.compile(NAMED_TREE_SCHEMA, format="json_schema", vocab=gpt2)
+    art = gramc.compile(NAMED_TREE_SCHEMA, format="json_schema", vocab=gpt2,
+                        runtime_limits=gramc.RuntimeLimits(node_slices=2))
     assert _walk_and_compare(art, gpt2, 20, 1) > 0
-    assert len(kept) > 2 and max(kept) <= 1  # at most 2 kept: dropped before the third
+    assert len(kept) > 2 and max(kept) <= 2  # more than 2 made, at most 2 kept
 
 
 @settings(max_examples=300, deadline=None)
@@ -341,7 +341,7 @@ def test_a_dropped_return_is_caught(gpt2, monkeypatch):
 def test_states_are_reused_across_masks(gpt2):
     art = gramc.compile(PARENS, format="gbnf", vocab=gpt2)
     table = art.token_table
-    stack = StackDFA(table.table, table.parser, table.token_bytes)
+    stack = StackDFA(table.table, table.parser, table.token_bytes, table.limits)
     ids = np.arange(gpt2.size)
     ids = ids[[bool(gpt2.tokens[i]) and i not in gpt2.special_ids for i in ids]]
     key = table.parser.key(art.matcher()._state)
@@ -361,8 +361,9 @@ def test_masks_stay_exact_when_the_dfa_is_dropped_or_a_state_is_too_large(gpt2, 
 
     for lazy in (False, True):  # lazy tables walk the stack DFA for whole masks
         assert masks(lazy) == reference
-        monkeypatch.setattr(pda_stack_dfa, "MAX_STATES", 3)
-        assert masks(lazy) == reference
+        tiny = _masks_along(gramc.compile(text, format="gbnf", vocab=gpt2, lazy=lazy,
+                                          runtime_limits=gramc.RuntimeLimits(stack_dfa_states=3)), gpt2, doc)
+        assert tiny == reference
         monkeypatch.setattr(pda_stack_dfa, "MAX_CONFIGS", 1)  # every new state: Earley fallback
         assert masks(lazy) == reference
         monkeypatch.setattr(pda_stack_dfa, "MAX_CONFIGS", 4)  # some states built, some refused

@@ -10,13 +10,13 @@ from __future__ import annotations
 import json
 import re
 import unicodedata
-from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from oracle import derive, fullmatch, is_viable_prefix, nullable
 
+from paths import SHARED
 from gramc.compiler.frontends.regex import REGEX_DIALECTS, parse_regex
 from gramc.compiler.ir import EMPTY, NOTHING, Expr, alt, byte_range, seq
 from gramc.compiler.unicode import (
@@ -32,10 +32,11 @@ from gramc.errors import (
     LimitExceededError,
     UnsupportedFeatureError,
 )
+from gramc.limits import Limits
 
 regex_pkg = pytest.importorskip("regex")
 
-CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpora" / "regex-vectors.dev.jsonl"
+CORPUS = SHARED / "corpora" / "regex-vectors.dev.jsonl"
 FAST = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 # ---------------------------------------------------------------- helpers over IR languages
@@ -539,10 +540,10 @@ def test_nesting_limit():
         parse_regex("(" * 501 + "a" + ")" * 501)
     assert info.value.limit == "max_nesting"
     with pytest.raises(LimitExceededError):
-        parse_regex("((a))", max_nesting=1)
+        parse_regex("((a))", limits=Limits(max_nesting=1))
     deep = "(?:" * 20_000  # never a RecursionError, whatever the limit
     with pytest.raises(GrammarSyntaxError):
-        parse_regex(deep + "a", max_nesting=10**6)
+        parse_regex(deep + "a", limits=Limits(max_nesting=10**6))
 
 
 @pytest.mark.parametrize(
@@ -554,7 +555,7 @@ def test_repeat_limit(pattern):
     assert info.value.limit == "max_repeat"
     assert parse_regex("a{0,100000}") is not None
     with pytest.raises(LimitExceededError):
-        parse_regex("a{11}", max_repeat=10)
+        parse_regex("a{11}", limits=Limits(max_repeat=10))
 
 
 @settings(max_examples=300, deadline=None)

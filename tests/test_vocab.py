@@ -25,12 +25,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gramc.errors import VocabularyError
+from paths import SHARED as SHARED_ROOT
+from gramc.errors import GramcWarning, VocabularyError
 from gramc.vocab import Vocab, clear_cache, load_vocab
 from gramc.vocab.bundled import decode_bundle
 from gramc.vocab.pieces import bytes_to_unicode
 
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "vocabs"
+SHARED = SHARED_ROOT / "vocabs"
 REPO = Path(__file__).resolve().parents[1]
 SEED = 20240601
 SAMPLE = 5000
@@ -336,11 +337,24 @@ def test_tiktoken_eos_argument_takes_names_and_ids():
     specials = {"<|endoftext|>": 50256, "<|pad|>": 50257}
     assert Vocab.from_tiktoken(path, specials, eos="<|pad|>").eos_ids == (50257,)
     assert Vocab.from_tiktoken(path, specials, eos=[50256, "<|pad|>"]).eos_ids == (50256, 50257)
-    assert Vocab.from_tiktoken(path).eos_ids == ()
     with pytest.raises(VocabularyError, match="not a special token"):
         Vocab.from_tiktoken(path, specials, eos="<|nope|>")
     with pytest.raises(VocabularyError, match="already a BPE rank"):
         Vocab.from_tiktoken(path, {"<|x|>": 5})
+
+
+def test_standard_tiktoken_files_get_their_specials_and_others_warn(tmp_path):
+    path = shared("gpt2.tiktoken")
+    assert Vocab.from_tiktoken(path) == Vocab.gpt2()  # r50k_base: <|endoftext|> = 50256
+    qwen = Vocab.from_tiktoken(shared("qwen2.tiktoken"))
+    assert qwen == Vocab.from_tiktoken(shared("qwen2.tiktoken"), QWEN_SPECIALS)
+    with pytest.warns(GramcWarning, match="no end-of-sequence token"):
+        assert Vocab.from_tiktoken(path, {}).eos_ids == ()  # specials given: none
+    changed = tmp_path / "other.tiktoken"
+    changed.write_bytes(path.read_bytes() + b"\n")  # same ranks, not a standard file
+    with pytest.warns(GramcWarning, match="other.tiktoken: no end-of-sequence token"):
+        other = Vocab.from_tiktoken(changed)
+    assert other.tokens == Vocab.gpt2().tokens[:50256] and other.eos_ids == ()
 
 
 def test_tiktoken_gaps_become_holes(tmp_path):
@@ -761,9 +775,7 @@ def test_load_vocab_dispatch():
     assert load_vocab("gpt2") is Vocab.gpt2()
     v = Vocab([b"a"])
     assert load_vocab(v) is v
-    raw = load_vocab(shared("gpt2.tiktoken"))
-    assert raw.size == 50256 and raw.eos_ids == () and raw.special_ids == frozenset()
-    assert raw.tokens == Vocab.gpt2().tokens[:50256]
+    assert load_vocab(shared("gpt2.tiktoken")) == Vocab.gpt2()  # a standard encoding's specials
 
 
 def test_load_vocab_gguf_and_folder(tmp_path, llama3_path, llama3):
@@ -776,6 +788,7 @@ def test_load_vocab_gguf_and_folder(tmp_path, llama3_path, llama3):
     assert load_vocab(str(folder / "tokenizer.json")) is load_vocab(folder)
 
 
+@pytest.mark.filterwarnings("ignore:.*no end-of-sequence token")  # a made-up .tiktoken
 def test_load_vocab_caches_by_path_and_mtime(tmp_path):
     path = tmp_path / "v.tiktoken"
     path.write_text("YQ== 0\nYg== 1\n")

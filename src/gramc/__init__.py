@@ -19,11 +19,12 @@ from gramc.errors import (
     UnsupportedFeatureError,
     VocabularyError,
 )
+from gramc.limits import RuntimeLimits
 from gramc.runtime import Artifact, Matcher, from_bytes, load
 from gramc.vocab import Vocab, load_vocab
 
 
-def compile(source, format="regex", vocab=None, **kwargs):
+def compile(source, format="regex", vocab=None, **kwargs) -> Artifact:
     """Compile ``source`` to an :class:`Artifact` (see :func:`gramc.api.compile`)."""
     from gramc.api import compile as _compile
 
@@ -38,7 +39,7 @@ def generate(grammar, logits_fn, **kwargs):
 
 
 __all__ = [
-    "compile", "generate", "load", "from_bytes", "Artifact", "Matcher", "Vocab", "load_vocab",
+    "compile", "generate", "load", "from_bytes", "Artifact", "Matcher", "Vocab", "load_vocab", "RuntimeLimits",
     "GramcError", "GrammarSyntaxError", "UnsupportedFeatureError", "SchemaError",
     "LimitExceededError", "VocabularyError", "ArtifactFormatError", "ArtifactVersionError",
     "BackendUnavailableError",

@@ -14,9 +14,12 @@ from typing import Callable
 
 from gramc import __version__
 from gramc.compiler.pipeline import CompileOptions, compile_source
-from gramc.limits import DEFAULT_LIMITS, Limits
-from gramc.runtime.artifact import ARTIFACT_VERSION, Artifact, load
+from gramc.limits import DEFAULT_LIMITS, DEFAULT_RUNTIME_LIMITS, Deadline, Limits, RuntimeLimits
+from gramc.runtime.artifact import ARTIFACT_VERSION, Artifact
+from gramc.runtime.counted import CountedArtifact
+from gramc.runtime.dfa_artifact import DFAArtifact
 from gramc.runtime.pda_artifact import PDAArtifact
+from gramc.runtime.reader import load
 from gramc.vocab import Vocab, load_vocab
 
 
@@ -26,12 +29,14 @@ def compile(
     vocab: Vocab | str | None = None,
     *,
     lazy: bool = False,
+    bind: bool = True,
     cache_dir: str | os.PathLike | None = None,
     options: CompileOptions | None = None,
     limits: Limits = DEFAULT_LIMITS,
+    runtime_limits: RuntimeLimits = DEFAULT_RUNTIME_LIMITS,
     source_name: str = "<input>",
     progress: Callable[[str], None] | None = None,
-) -> Artifact | PDAArtifact:
+) -> Artifact:
     """Compile ``source`` into an artifact bound to ``vocab`` (unbound when None).
 
     Args:
@@ -41,11 +46,18 @@ def compile(
             file path, or None for an unbound artifact (bind later with ``.bind(vocab)``).
         lazy: bind each automaton state on first use instead of all up front: compiles in
             milliseconds, gives identical masks.
+        bind: False gives the unbound artifact even with ``vocab``, which then only resolves
+            special-token names (``<|eot_id|>``); what ``gramc compile --lazy`` writes.
         cache_dir: a directory of content-addressed ``.gmask`` files; an eager compile whose
             key (source, format, options, vocabulary fingerprint, compiler version) is there
             is loaded instead of rebuilt, and a fresh one is stored.
         options: language-changing options (see :class:`CompileOptions`).
-        limits: resource limits (see :class:`gramc.limits.Limits`).
+        limits: resource limits (see :class:`gramc.limits.Limits`): they bound every
+            frontend, the automaton's construction and, for an eager compile, the binding
+            (``max_compile_seconds`` covers all of it; ``max_memory`` is checked before the
+            large arrays are allocated).
+        runtime_limits: bounds of what the artifact caches while it serves masks (see
+            :class:`gramc.limits.RuntimeLimits`).
         source_name: how error messages name the source (e.g. its file name).
         progress: called with the name of each stage as it starts (the CLI shows them).
 
@@ -54,20 +66,26 @@ def compile(
     >>> m.allowed_tokens().tolist()
     [0, 1]
     """
+    if not isinstance(source, str):
+        raise TypeError(f"source is text (str), got {type(source).__name__}" +
+                        (": decode it first" if isinstance(source, (bytes, bytearray)) else ""))
+    deadline = Deadline(limits.max_compile_seconds)
     options = options or CompileOptions()
     vocab_obj = load_vocab(vocab) if vocab is not None else None
-    cached = _cache_path(cache_dir, source, format, options, vocab_obj) if cache_dir and not lazy else None
+    cached = _cache_path(cache_dir, source, format, options, vocab_obj) if cache_dir and bind and not lazy else None
     if cached is not None and cached.exists():
-        return load(cached, vocab_obj)
+        return load(cached, vocab_obj, runtime_limits=runtime_limits)
     report = progress or (lambda stage: None)
     special = vocab_obj.special_names if vocab_obj is not None else None
-    compiled = compile_source(source, format, options, limits, source_name, report, special)
-    cls = Artifact if compiled.kind == "dfa" else PDAArtifact
-    if vocab_obj is None:
+    compiled = compile_source(source, format, options, limits, source_name, report, special, deadline)
+    cls = {"dfa": DFAArtifact, "counted": CountedArtifact, "pda": PDAArtifact}[compiled.kind]
+    if vocab_obj is None or not bind:
         artifact = cls(compiled.automaton, compiled.meta)
     else:
-        report(f"binding the {compiled.kind.upper()} to {vocab_obj.size} tokens")
-        artifact = cls.bound(compiled.automaton, compiled.meta, vocab_obj, lazy=lazy)
+        stage = f"binding the {compiled.kind.upper()} to {vocab_obj.size} tokens"
+        report(stage)
+        artifact = cls.bound(compiled.automaton, compiled.meta, vocab_obj, lazy=lazy, limits=limits,
+                             deadline=deadline.during(stage), runtime_limits=runtime_limits)
     if cached is not None:
         cached.parent.mkdir(parents=True, exist_ok=True)
         artifact.save(cached)

@@ -86,14 +86,44 @@ class SchemaError(GramcError):
 
 
 class LimitExceededError(GramcError):
-    """A resource limit (see :class:`gramc.limits.Limits`) was exceeded."""
+    """A resource limit (see :class:`gramc.limits.Limits`) was exceeded.
 
-    def __init__(self, limit: str, value: int | float, maximum: int | float, hint: str = ""):
+    Attributes: ``limit`` (its name), ``value`` (what the source needed, or an estimate),
+    ``maximum``, ``where`` (the place: a source position or a compiler phase) and ``span``
+    (the source position, when known). The message says all of it and, for the limits of
+    :class:`~gramc.limits.Limits`, how to raise the limit.
+    """
+
+    #: Names of the limits a caller can raise (the fields of :class:`gramc.limits.Limits`,
+    #: which sets this: the error hierarchy imports nothing of gramc).
+    raisable: frozenset[str] = frozenset()
+
+    def __init__(self, limit: str, value: int | float, maximum: int | float, where: str = "",
+                 span: Span | None = None):
         self.limit = limit
         self.value = value
         self.maximum = maximum
-        msg = f"limit {limit} exceeded: {value} > {maximum}"
-        super().__init__(f"{msg} ({hint})" if hint else msg)
+        self.where = where
+        self.span = span
+        unit = _format_bytes if limit == "max_memory" else str
+        msg = f"limit {limit} exceeded: {unit(value)} > {unit(maximum)}"
+        if where:
+            msg += f" ({where})"
+        if span:
+            msg = f"{span}: {msg}"
+        if limit in self.raisable:
+            msg += f"; to allow more, raise it: Limits({limit}=...)"
+        super().__init__(msg)
+
+
+def _format_bytes(n: int | float) -> str:
+    """``n`` bytes with a binary unit (``4.0 GiB``)."""
+    value, unit = float(n), "bytes"
+    for bigger in ("KiB", "MiB", "GiB"):
+        if value < 1024:
+            break
+        value, unit = value / 1024, bigger
+    return f"{int(n):,} bytes" if unit == "bytes" else f"{value:.1f} {unit}"
 
 
 class VocabularyError(GramcError):

@@ -15,7 +15,8 @@ import numpy as np
 
 from gramc.automata.tables import DEAD, DFATable
 from gramc.automata.trie import TokenTrie
-from gramc.runtime.bitmask import n_words, set_bits
+from gramc.bitmask import n_words, set_bits
+from gramc.limits import DEFAULT_LIMITS, Deadline, Limits
 
 #: States walked together; bounds the walk's output to a few hundred MB on big vocabularies.
 STATE_CHUNK = 64
@@ -66,33 +67,52 @@ def forced_lengths(dfa: DFATable) -> np.ndarray:
     return length
 
 
-def bind_states(dfa: DFATable, trie: TokenTrie, states, forced_len: np.ndarray | None = None) -> TokenRows:
-    """Allowed tokens and their next states for each of ``states`` (see :class:`TokenRows`)."""
+#: Bytes per allowed (state, token) pair in :class:`TokenRows`: an int32 id and an int32
+#: next state.
+ROW_ENTRY_BYTES = 8
+
+
+def bind_states(dfa: DFATable, trie: TokenTrie, states, forced_len: np.ndarray | None = None,
+                limits: Limits = DEFAULT_LIMITS, deadline: Deadline | None = None) -> TokenRows:
+    """Allowed tokens and their next states for each of ``states`` (see :class:`TokenRows`).
+
+    States are walked and their rows put in order a chunk at a time. The rows' size is only
+    known as they are walked, so after each chunk the bytes the finished arrays will need at
+    least (the rows so far, held and then copied into the result) are checked against
+    ``limits.max_memory``; ``deadline`` is checked between chunks."""
     from gramc.automata.walk import walk_tokens  # numba: imported only where tokens are walked
 
     states = np.asarray(states, dtype=np.int64)
     if forced_len is None:
         forced_len = forced_lengths(dfa)
-    parts = []
+    chunks, held = [], 0
     for lo in range(0, len(states), STATE_CHUNK):
+        if deadline is not None:
+            deadline.check()
         chunk = states[lo : lo + STATE_CHUNK]
         w = walk_tokens(dfa.delta, dfa.byte_class, trie, chunk)
-        for rows, tokens, nxt, depth in [(w.row, w.token, w.next_state, w.depth), *_special_tokens(dfa, chunk)]:
-            parts.append((rows + lo, tokens, nxt, depth))
-    if parts:
+        parts = [(w.row, w.token, w.next_state, w.depth), *_special_tokens(dfa, chunk)]
         rows, tokens, nxt, depth = (np.concatenate(p) for p in zip(*parts))
-    else:
-        rows = tokens = nxt = depth = np.zeros(0, dtype=np.int64)
-    order = _argsort_distinct(rows * trie.vocab_size + tokens, len(states) * trie.vocab_size)
-    rows, tokens, nxt, depth = rows[order], tokens[order], nxt[order], depth[order]
-    counts = np.bincount(rows, minlength=len(states))
-    indptr = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+        order = _argsort_distinct(rows * trie.vocab_size + tokens, len(chunk) * trie.vocab_size)
+        rows, tokens, nxt, depth = rows[order], tokens[order], nxt[order], depth[order]
+        chunks.append((np.bincount(rows, minlength=len(chunk)), tokens.astype(np.int32), nxt.astype(np.int32),
+                       _forced_tokens(rows, tokens, depth, forced_len[chunk], len(chunk))))
+        held += ROW_ENTRY_BYTES * len(tokens)
+        done = lo + len(chunk)
+        if 2 * held > limits.max_memory:
+            projected = 2 * held * len(states) // done
+            limits.check_memory(projected, f"the token rows of {len(states):,} DFA states, projected from "
+                                           f"the first {done:,} walked")
+    if not chunks:
+        empty = np.zeros(0, dtype=np.int32)
+        chunks.append((np.zeros(0, dtype=np.int64), empty, empty, empty))
+    counts, tokens, nxt, forced = (np.concatenate(p) for p in zip(*chunks))
     return TokenRows(
         states=states,
-        indptr=indptr,
-        token_ids=tokens.astype(np.int32),
-        next_state=nxt.astype(np.int32),
-        forced_token=_forced_tokens(rows, tokens, depth, forced_len[states], len(states)),
+        indptr=np.concatenate([[0], np.cumsum(counts)]).astype(np.int64),
+        token_ids=tokens,
+        next_state=nxt,
+        forced_token=forced,
     )
 
 

@@ -31,7 +31,8 @@ from gramc.automata.bind import STATE_CHUNK
 from gramc.automata.pda_table import PDATable
 from gramc.automata.tables import DEAD
 from gramc.automata.trie import TokenTrie
-from gramc.runtime.bitmask import pack_dense
+from gramc.bitmask import n_words, pack_dense
+from gramc.limits import DEFAULT_LIMITS, Deadline, Limits
 
 #: Calls expanded inside a node's region (deeper calls make tokens uncertain).
 DEFAULT_DEPTH = 2
@@ -54,17 +55,21 @@ class ExpandedDFA:
 
 #: States of the expanded automaton before a shallower expansion is tried.
 MAX_EXPANDED_STATES = 50_000
+#: New expanded states between two checks of a deadline.
+DEADLINE_EVERY = 256
 
 
-def expand(table: PDATable, depth: int = DEFAULT_DEPTH, max_states: int = MAX_EXPANDED_STATES) -> ExpandedDFA:
+def expand(table: PDATable, depth: int = DEFAULT_DEPTH, max_states: int = MAX_EXPANDED_STATES,
+           deadline: Deadline | None = None) -> ExpandedDFA:
     """Subset construction of every node's region (see the module docstring).
 
     When the automaton would exceed ``max_states``, the expansion is retried with fewer
     calls expanded (down to none): masks stay exact, only more tokens become uncertain.
+    ``deadline`` is checked as states are added.
     """
     for d in range(depth, -1, -1):
         try:
-            grown = Expansion(table, d, max_states)
+            grown = Expansion(table, d, max_states, deadline)
             grown.add_nodes(range(1, table.n_nodes))
             return grown.automaton()
         except TooLarge:
@@ -119,8 +124,8 @@ class Expansion:
     """Subset construction over (call path, node, outside) configurations, grown on demand:
     :meth:`add_nodes` builds the regions of more nodes, :meth:`automaton` gives the arrays."""
 
-    def __init__(self, table: PDATable, depth: int, max_states: int):
-        self.depth, self.max_states = depth, max_states
+    def __init__(self, table: PDATable, depth: int, max_states: int, deadline: Deadline | None = None):
+        self.depth, self.max_states, self.deadline = depth, max_states, deadline
         self.n_cols = table.n_byte_classes + len(table.token_ids)
         # Each node's live (column, target) pairs, listed on first use: listing every node's
         # row up front cost ~6 ms per expansion on large tables, inside the first mask.
@@ -190,6 +195,8 @@ class Expansion:
             if len(self.index) >= self.max_states:
                 raise TooLarge
             state = self.index[key] = len(self.marks)
+            if self.deadline is not None and state % DEADLINE_EVERY == 0:
+                self.deadline.check()
             self.marks.append(marked)
             self.insides.append(any(not outside for _, _, outside in key))
             self.table_rows.append(None)
@@ -242,15 +249,24 @@ class NodeTokens:
 
 
 def bind_nodes(table: PDATable, trie: TokenTrie, nodes: np.ndarray, depth: int = DEFAULT_DEPTH,
-               expanded: ExpandedDFA | None = None) -> NodeTokens:
-    """Accepted and uncertain tokens of each of ``nodes`` (see the module docstring)."""
+               expanded: ExpandedDFA | None = None, limits: Limits = DEFAULT_LIMITS,
+               deadline: Deadline | None = None) -> NodeTokens:
+    """Accepted and uncertain tokens of each of ``nodes`` (see the module docstring).
+
+    The packed accepted rows' size is known from the shapes and checked against
+    ``limits.max_memory`` before anything is walked; the uncertain ids, known only as they
+    are walked, are checked after each chunk of nodes, and ``deadline`` between chunks."""
     from gramc.automata.walk import walk_tokens  # numba: imported only where tokens are walked
 
-    x = expanded or expand(table, depth)
     V = trie.vocab_size
+    fixed = len(nodes) * n_words(V) * 4 + 2 * STATE_CHUNK * V  # packed rows + one chunk's bool rows
+    limits.check_memory(fixed, f"the token masks of {len(nodes):,} PDA nodes")
+    x = expanded or expand(table, depth, deadline=deadline)
     nbc = table.n_byte_classes
-    acc_parts, unc_rows = [], []
+    acc_parts, unc_rows, held = [], [], 0
     for lo in range(0, len(nodes), STATE_CHUNK):
+        if deadline is not None:
+            deadline.check()
         chunk = np.asarray(nodes[lo : lo + STATE_CHUNK], dtype=np.int64)
         states = x.start[chunk]
         w = walk_tokens(x.delta, table.byte_class, trie, states, x.marker)
@@ -267,13 +283,18 @@ def bind_nodes(table: PDATable, trie: TokenTrie, nodes: np.ndarray, depth: int =
         if len(table.token_ids):
             unc[np.ix_(root, table.token_ids)] = True
         unc &= ~accepted
-        acc_parts.append(accepted)
+        acc_parts.append(pack_dense(accepted))
         unc_rows.extend(np.flatnonzero(u).astype(np.int32) for u in unc)
-    accepted = np.concatenate(acc_parts) if acc_parts else np.zeros((0, V), dtype=bool)
+        held += 4 * sum(len(u) for u in unc_rows[-len(chunk):])
+        if fixed + 2 * held > limits.max_memory:
+            done = lo + len(chunk)
+            limits.check_memory(fixed + 2 * held * len(nodes) // done,
+                                f"the uncertain tokens of {len(nodes):,} PDA nodes, projected from the first {done:,}")
+    accepted = np.concatenate(acc_parts) if acc_parts else np.zeros((0, n_words(V)), dtype=np.uint32)
     counts = np.array([len(u) for u in unc_rows], dtype=np.int64)
     ids = np.concatenate(unc_rows) if unc_rows else np.zeros(0, dtype=np.int32)
     return NodeTokens(
-        accepted=pack_dense(accepted),
+        accepted=accepted,
         unc_indptr=np.concatenate([[0], np.cumsum(counts)]).astype(np.int64),
         unc_ids=ids,
     )

@@ -61,6 +61,21 @@ def format_pda(pda: PDATable) -> str:
     return "\n".join(lines) + "\n"
 
 
+def format_counted(cdfa) -> str:
+    """The outer DFA as :func:`format_dfa`, each call written ``counter<k>() -> return state``,
+    then each counter's bounds and item DFA (a :class:`~gramc.automata.counted.CountedDFA`)."""
+    lines = format_dfa(cdfa.outer).splitlines()
+    for p in cdfa.sites.tolist():
+        call = f"counter{int(cdfa.call_kind[p])}() -> {int(cdfa.call_next[p])}"
+        lines[p] += f" {call}" if lines[p].endswith(":") else f", {call}"
+    for k, ((lo, hi), item) in enumerate(zip(cdfa.bounds.tolist(), cdfa.items)):
+        lines.append(f"counter{k} {{{lo},{hi}}} of:")
+        lines.extend(f"  {line}" for line in format_dfa(item).splitlines())
+    return "\n".join(lines) + "\n"
+
+
 def format_automaton(artifact) -> str:
     """The text form of an artifact's automaton, whatever its kind."""
+    if artifact.kind == "counted":
+        return format_counted(artifact.cdfa)
     return format_dfa(artifact.dfa) if artifact.kind == "dfa" else format_pda(artifact.pda)

@@ -8,6 +8,7 @@ shared prefix reached and skipping (with ``skip``) every token under a dead pref
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -74,12 +75,18 @@ class TokenTrie:
                    lengths=lengths, lcp=lcp, skip=next_smaller(lcp), max_len=int(lengths.max(initial=0)))
 
 
-_TRIE_CACHE: dict[str, TokenTrie] = {}
+#: Tries kept (the most recently used), as many as vocabularies ``load_vocab`` keeps.
+MAX_TRIES = 8
+_TRIE_CACHE: "OrderedDict[str, TokenTrie]" = OrderedDict()
 
 
 def trie_for(vocab: "Vocab") -> TokenTrie:
-    """The trie of ``vocab``, built once per vocabulary fingerprint in this process."""
+    """The trie of ``vocab``, built once per vocabulary fingerprint in this process (while it
+    is among the :data:`MAX_TRIES` most recently used)."""
     trie = _TRIE_CACHE.get(vocab.fingerprint)
     if trie is None:
         trie = _TRIE_CACHE[vocab.fingerprint] = TokenTrie.from_vocab(vocab)
+        while len(_TRIE_CACHE) > MAX_TRIES:
+            _TRIE_CACHE.popitem(last=False)
+    _TRIE_CACHE.move_to_end(vocab.fingerprint)
     return trie

@@ -16,6 +16,7 @@ numba is the one compiled dependency; its kernels are cached on disk after the f
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 
 import numba
@@ -86,6 +87,26 @@ class WalkBuffers:
         self.pos, self.next = (np.empty(n_tok + 1, dtype=np.int64) for _ in range(2))
         self.ranges, self.pending, self.hits = (np.empty((n_tok + 1, 4), dtype=np.int64) for _ in range(3))
         self.missing = np.empty((n_tok + 1, 2), dtype=np.int64)
+
+
+#: Vocabulary sizes a thread keeps buffers for (16 bytes x 16 per token each: 32 MB for Llama 3).
+MAX_SHARED_BUFFERS = 4
+_THREAD = threading.local()
+
+
+def shared_buffers(n_tok: int) -> WalkBuffers:
+    """This thread's :class:`WalkBuffers` for ``n_tok`` tokens, shared by every table: one
+    set per thread, not one per table (each table's would be vocabulary-sized). A caller
+    consumes what a walk wrote before it walks again or returns, so walks never overlap."""
+    by_size = getattr(_THREAD, "by_size", None)
+    if by_size is None:
+        by_size = _THREAD.by_size = {}
+    buf = by_size.get(n_tok)
+    if buf is None:
+        if len(by_size) >= MAX_SHARED_BUFFERS:
+            by_size.clear()
+        buf = by_size[n_tok] = WalkBuffers(n_tok)
+    return buf
 
 
 @numba.njit(cache=True, nogil=True)

@@ -14,10 +14,10 @@ from gramc.vocab import Vocab, load_vocab
 STOP_PROBABILITY = 0.3
 
 
-def sample_vocab(artifact: Artifact, spec: str | None) -> Vocab:
-    """The vocabulary to decode samples with: ``spec``, else the one the artifact names."""
+def artifact_vocab(artifact: Artifact, spec: str | None, purpose: str) -> Vocab:
+    """The vocabulary a bound artifact was bound to: ``spec``, else the one it names."""
     if artifact.vocab is None:
-        raise VocabularyError("the artifact is unbound: pass --vocab to bind it for sampling")
+        raise VocabularyError(f"the artifact is unbound: pass --vocab to bind it for {purpose}")
     try:
         vocab = load_vocab(spec or artifact.vocab.name)
     except VocabularyError as err:
@@ -31,7 +31,7 @@ def sample_texts(artifact: Artifact, vocab_spec: str | None, count: int, seed: i
     """``count`` samples as (text, status); status is complete, max_tokens or failed."""
     if artifact.vocab is None and vocab_spec:
         artifact = artifact.bind(vocab_spec)
-    vocab = sample_vocab(artifact, vocab_spec)
+    vocab = artifact_vocab(artifact, vocab_spec, "sampling")
     rng = np.random.default_rng(seed)
     eos = set(vocab.eos_ids)
     for _ in range(count):

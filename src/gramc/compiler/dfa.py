@@ -43,6 +43,17 @@ def byte_classes(masks: set[int]) -> np.ndarray:
 MAX_CACHED_CLOSURES = 100_000
 
 
+#: Dense transition tables alive at once while a DFA is built (the subset construction's,
+#: minimisation's and the canonical renumbering's).
+TABLE_COPIES = 3
+
+
+def _check_table_memory(n_states: int, n_cols: int, limits: Limits) -> None:
+    """``max_memory`` against the dense int32 tables of ``n_states`` states."""
+    limits.check_memory(TABLE_COPIES * 4 * n_states * n_cols,
+                        f"the transition tables of {n_states:,} DFA states x {n_cols} columns")
+
+
 def _subset_construction(nfa: NFA, classes: np.ndarray, token_ids: list[int], n_calls: int,
                          limits: Limits, deadline: Deadline):
     """Reachable subsets of the NFA as a dense table.
@@ -93,9 +104,11 @@ def _subset_construction(nfa: NFA, classes: np.ndarray, token_ids: list[int], n_
                 work.append(target)
                 if len(subsets) % 1024 == 0:
                     limits.check("max_dfa_states", len(subsets))
+                    _check_table_memory(len(subsets), call_base + n_calls, limits)
                     deadline.check()
             row[col] = index[target]
     limits.check("max_dfa_states", len(subsets))
+    _check_table_memory(len(subsets), call_base + n_calls, limits)
     delta = np.zeros((len(rows), call_base + n_calls), dtype=np.int32)
     for s, row in enumerate(rows):
         for col, t in row.items():
@@ -313,9 +326,10 @@ def determinize(nfa: NFA, classes: np.ndarray, token_ids: list[int], n_calls: in
     return canonical(delta, accept, block, start=1)
 
 
-def build_dfa(grammar: Grammar, limits: Limits = DEFAULT_LIMITS) -> DFATable:
-    """The canonical minimal DFA of a non-recursive grammar."""
-    deadline = Deadline(limits.max_compile_seconds)
+def build_dfa(grammar: Grammar, limits: Limits = DEFAULT_LIMITS, deadline: Deadline | None = None) -> DFATable:
+    """The canonical minimal DFA of a non-recursive grammar (within ``deadline``, by default
+    a fresh one of ``limits.max_compile_seconds``)."""
+    deadline = deadline or Deadline(limits.max_compile_seconds, "building the DFA")
     nfa = build_nfa(grammar, limits)
     classes = byte_classes(set(nfa.cls) - {0})
     token_ids = sorted({t for t in nfa.tok if t >= 0})

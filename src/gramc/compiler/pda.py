@@ -50,13 +50,15 @@ def collapse_recursion(g: Grammar) -> Grammar:
         rules = {n: rewrite(b, lambda e: body if e == Ref(pick) else None) for n, b in rules.items()}
 
 
-def build_pda(grammar: Grammar, limits: Limits = DEFAULT_LIMITS, collapse: bool = True) -> PDATable:
+def build_pda(grammar: Grammar, limits: Limits = DEFAULT_LIMITS, collapse: bool = True,
+              deadline: Deadline | None = None) -> PDATable:
     """The PDA table of a grammar whose rules (after the passes) are the ones to keep.
 
     With ``collapse`` (the default) recursive rules used once are inlined first; without it
-    every rule stays a rule, which keeps each rule's DFA small.
+    every rule stays a rule, which keeps each rule's DFA small. ``deadline`` defaults to a
+    fresh one of ``limits.max_compile_seconds``.
     """
-    deadline = Deadline(limits.max_compile_seconds)
+    deadline = deadline or Deadline(limits.max_compile_seconds, "building the PDA")
     g = collapse_recursion(grammar) if collapse else grammar
     names = [g.start] + [n for n in g.rules if n != g.start]
     calls = {n: i for i, n in enumerate(names)}
@@ -64,6 +66,9 @@ def build_pda(grammar: Grammar, limits: Limits = DEFAULT_LIMITS, collapse: bool 
     classes = byte_classes({m for nfa in nfas for m in nfa.cls} - {0})
     token_ids = sorted({t for nfa in nfas for t in nfa.tok if t >= 0})
     parts = [determinize(nfa, classes, token_ids, len(names), limits, deadline) for nfa in nfas]
+    n_nodes = 1 + sum(len(accept) - 1 for _, accept, _ in parts)
+    limits.check_memory(4 * n_nodes * parts[0][0].shape[1],
+                        f"the PDA node table of {n_nodes:,} nodes x {parts[0][0].shape[1]} columns")
     return _stack(parts, classes, token_ids, tuple(names))
 
 

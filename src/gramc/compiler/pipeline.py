@@ -8,11 +8,15 @@ grammar needs (a minimal DFA for regular grammars, a PDA for recursive ones). Th
 from __future__ import annotations
 
 import hashlib
+import sys
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
 from typing import Callable, Mapping
 
 from gramc import __version__
 from gramc.automata.tables import DFATable
+from gramc.automata.counted import CountedDFA
+from gramc.compiler.counted import build_counted_dfa
 from gramc.compiler.dfa import build_dfa
 from gramc.compiler.frontends import FRONTENDS
 from gramc.automata.pda_table import PDATable
@@ -21,7 +25,7 @@ from gramc.compiler.passes import optimize, outline_shared, resolve_token_names
 from gramc.compiler.nfa import thompson_size
 from gramc.compiler.pda import build_pda
 from gramc.errors import GramcError, LimitExceededError
-from gramc.limits import DEFAULT_LIMITS, Limits
+from gramc.limits import DEFAULT_LIMITS, Deadline, Limits
 
 
 @dataclass(frozen=True)
@@ -57,23 +61,25 @@ class CompileOptions:
 class Compiled:
     """What the compiler produces before binding: the automaton and its provenance.
 
-    ``kind`` is ``"dfa"`` (``automaton`` is a DFATable) for regular grammars and ``"pda"``
-    (a PDATable) for recursive ones.
+    ``kind`` is ``"dfa"`` (``automaton`` is a DFATable) for regular grammars, ``"counted"``
+    (a CountedDFA) for regular ones with large counted repetitions, and ``"pda"`` (a
+    PDATable) for recursive ones.
     """
 
     grammar: Grammar
     kind: str
-    automaton: DFATable | PDATable
+    automaton: DFATable | PDATable | CountedDFA
     meta: dict = field(default_factory=dict)
 
 
 def lower(source: str, format: str, options: CompileOptions = CompileOptions(),
-          source_name: str = "<input>") -> Grammar:
-    """The IR grammar of ``source`` written in ``format`` (errors name ``source_name``)."""
+          source_name: str = "<input>", limits: Limits = DEFAULT_LIMITS) -> Grammar:
+    """The IR grammar of ``source`` written in ``format`` (errors name ``source_name``;
+    ``limits.max_repeat`` and ``limits.max_nesting`` bound what the frontend accepts)."""
     frontend = FRONTENDS.get(format)
     if frontend is None:
         raise GramcError(f"unknown source format {format!r} (available: {', '.join(sorted(FRONTENDS))})")
-    return frontend(source, options.to_meta(), source_name)
+    return frontend(source, options.to_meta(), source_name, limits)
 
 
 #: The whole grammar is inlined only while its Thompson NFA has at most
@@ -89,25 +95,35 @@ INLINE_NFA_FRACTION = 8
 INLINE_NFA_FRACTION_RECURSIVE = 128
 
 
-def build_automaton(grammar: Grammar, limits: Limits = DEFAULT_LIMITS) -> tuple[str, DFATable | PDATable]:
-    """A DFA for a regular grammar, a PDA for a recursive one.
+def build_automaton(grammar: Grammar, limits: Limits = DEFAULT_LIMITS, deadline: Deadline | None = None,
+                    progress: Callable[[str], None] = lambda stage: None
+                    ) -> tuple[str, DFATable | PDATable | CountedDFA]:
+    """A DFA for a regular grammar (a counted one where a large bounded repetition can be a
+    counter: :mod:`gramc.compiler.counted`), a PDA for a recursive one (within ``deadline``,
+    by default a fresh one of ``limits.max_compile_seconds``; ``progress`` hears the stages).
 
     Inlining every non-recursive rule can blow a DFA up (Lark's ``%ignore COMMENT`` inlined
     after every terminal is the classic case). When a DFA-state limit is hit, the grammar is
     compiled again as a PDA that keeps every rule a rule, and large shared parts too, whose
     per-rule DFAs stay small.
     """
+    deadline = deadline or Deadline(limits.max_compile_seconds)
     try:
+        progress("running the passes")
         optimized = optimize(grammar)
+        progress("building the automaton")
         recursive = optimized.is_recursive()
+        counted = None if recursive else build_counted_dfa(optimized, limits)
+        if counted is not None:
+            return "counted", counted
         fraction = INLINE_NFA_FRACTION_RECURSIVE if recursive else INLINE_NFA_FRACTION
         if thompson_size(optimized) > limits.max_nfa_states // fraction:
             # Inlining multiplies shared rules (a list body writes its element twice, so
             # every level of nesting doubles): keep the rules instead of trying.
             raise LimitExceededError("max_nfa_states", thompson_size(optimized), limits.max_nfa_states)
         if recursive:
-            return "pda", build_pda(optimized, limits)
-        return "dfa", build_dfa(optimized, limits)
+            return "pda", build_pda(optimized, limits, deadline=deadline.during("building the PDA"))
+        return "dfa", build_dfa(optimized, limits, deadline.during("building the DFA"))
     except LimitExceededError as err:
         if err.limit not in ("max_dfa_states", "max_nfa_states"):
             raise
@@ -119,10 +135,23 @@ def build_automaton(grammar: Grammar, limits: Limits = DEFAULT_LIMITS) -> tuple[
                         max_nfa_states=limits.max_nfa_states // 10)
         for keep_short, within in ((True, tight), (False, limits)):
             try:
-                return "pda", build_pda(outline_shared(kept, keep_short=keep_short), within, collapse=False)
+                return "pda", build_pda(outline_shared(kept, keep_short=keep_short), within, collapse=False,
+                                        deadline=deadline.during("building the PDA"))
             except LimitExceededError as again:
                 if not keep_short or again.limit not in ("max_dfa_states", "max_nfa_states"):
                     raise err from None
+
+
+@contextmanager
+def _depth_as_limit():
+    """A RecursionError of the passes or the automaton construction (their walks over an
+    expression recurse along it) as a LimitExceededError, not a traceback."""
+    try:
+        yield
+    except RecursionError:
+        depth = sys.getrecursionlimit()
+        raise LimitExceededError("expression_depth", depth + 1, depth,
+                                 "the grammar's expressions nest deeper than the compiler's walks can follow") from None
 
 
 #: Above this many nodes written out as a tree, the stored IR text names shared sub-expressions.
@@ -153,13 +182,19 @@ def compile_source(
     source_name: str = "<input>",
     progress: Callable[[str], None] = lambda stage: None,
     special_names: Mapping[str, int] | None = None,
+    deadline: Deadline | None = None,
 ) -> Compiled:
     """Lower ``source``, run the passes and build its automaton: a DFA when the grammar is
-    regular, a PDA when it is recursive. ``special_names`` resolves ``<name>`` tokens."""
+    regular, a PDA when it is recursive. ``special_names`` resolves ``<name>`` tokens.
+    ``progress`` is called with each stage's name as it starts (``"parsing"``, ``"running
+    the passes"``, ``"building the automaton"``, ``"recording the IR"``); ``deadline``
+    (default: a fresh one of ``limits.max_compile_seconds``) bounds the automaton's
+    construction."""
     progress("parsing")
-    grammar = resolve_token_names(lower(source, format, options, source_name), special_names)
-    progress("building the automaton")
-    kind, automaton = build_automaton(grammar, limits)
+    grammar = resolve_token_names(lower(source, format, options, source_name, limits), special_names)
+    with _depth_as_limit():
+        kind, automaton = build_automaton(grammar, limits, deadline, progress)
+    progress("recording the IR")
     meta = {
         "format": format,
         "sha256": hashlib.sha256(source.encode("utf-8")).hexdigest(),

@@ -312,6 +312,11 @@ def pack(meta: dict, arrays: dict[str, np.ndarray]) -> bytes:
         level=ZSTD_LEVEL, write_checksum=True, write_content_size=True, write_dict_id=False, threads=0
     )
     frame = compressor.compress(body)
+    if len(body) > limits.max_compression_ratio * len(frame):
+        raise ValueError(
+            f"document of {len(body)} bytes compresses to {len(frame)}, over "
+            f"max_compression_ratio={limits.max_compression_ratio}: readers would refuse it"
+        )
     head = struct.pack("<4s4sHHIQQ", MAGIC, GUARD, *FORMAT_VERSION, 0, len(frame), len(body))
     digest = hashlib.sha256(head)
     digest.update(frame)
@@ -393,6 +398,11 @@ def _parse_prefix(view: memoryview, limits: ReadLimits) -> tuple[int, int]:
         raise ArtifactFormatError(
             f"prefix says {content_length} decompressed bytes, "
             f"over max_payload_bytes={limits.max_payload_bytes}"
+        )
+    if content_length > limits.max_compression_ratio * payload_length:
+        raise ArtifactFormatError(
+            f"prefix says {content_length} decompressed bytes from a {payload_length}-byte payload, "
+            f"over max_compression_ratio={limits.max_compression_ratio}"
         )
     return payload_length, content_length
 

@@ -49,6 +49,15 @@ class ReadLimits:
     max_values: int = 1 << 22
     #: Default 64 MiB per msgpack str: metadata strings are names, options and versions.
     max_str_bytes: int = 64 * MiB
+    #: Default 1,024: decompressed bytes per payload byte. Real artifacts compress 2-25 times
+    #: (the golden set); a small file that inflates a thousandfold is a decompression bomb.
+    max_compression_ratio: int = 1024
+    #: Default 2**24 token ids: real vocabularies have up to a few hundred thousand; a larger
+    #: declared size only serves to inflate the per-state rows a reader derives.
+    max_vocab_size: int = 1 << 24
+    #: Default 4 GiB: tables a reader derives from the file before use (a DFA's packed
+    #: token rows: states x ceil(vocab size / 32) x 4 bytes), estimated before allocating.
+    max_derived_bytes: int = 4 * GiB
 
     def __post_init__(self) -> None:
         for f in fields(self):

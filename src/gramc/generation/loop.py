@@ -286,7 +286,7 @@ class _Run:
         h.calls += 1
         self.calls += 1
         row = as_row(self.logits_fn(self.prompt + h.tokens))
-        return candidates(row, h.m.mask(row.shape[0]))
+        return candidates(row, h.m.logits_mask(row.shape[0]))
 
     def _result(self, h: _Hyp, score: float | None = None) -> GenerationResult:
         data = bytes(h.data)
@@ -363,7 +363,7 @@ class _Run:
                     done.append(h)  # a dead end or a stop still competes in the final ranking
             cands.sort(key=lambda c: -c[0])
             nxt: list[_Hyp] = []
-            for total, token, b, h in cands:
+            for total, token, _b, h in cands:
                 if token in self.eos:
                     e = _Hyp(h.m.fork(), list(h.tokens), h.data, total, h.calls, h.forced,
                              h.sampled + 1)

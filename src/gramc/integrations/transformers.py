@@ -32,7 +32,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-__all__ = ["GramcLogitsProcessor", "logits_fn"]
+__all__ = ["GramcLogitsProcessor", "logits_fn"]  # noqa: F822 (GramcLogitsProcessor: made by __getattr__ on first use)
 
 _HINT = "gramc.integrations.transformers needs torch and transformers: pip install 'gramc[transformers]' torch"
 
@@ -132,7 +132,7 @@ class _GramcLogitsProcessor:
     def _allowed(self, item: int, m: Any, width: int) -> np.ndarray:
         """A row's allowed ids: a bool mask of ``width``, or an id array (the EOS fallback)."""
         if m is not _DEAD and not m.is_finished():
-            return m.mask(width)
+            return m.logits_mask(width)
         if not self.eos_fallback:
             return np.zeros(0, dtype=np.int64)
         eos = self._eos[item]

@@ -15,7 +15,10 @@ Register it when the engine starts, then name a grammar per request in ``extra_a
 once per worker and cached), or ``{"<format>": source}`` with format ``regex``, ``gbnf``,
 ``ebnf``, ``lark`` or ``json_schema`` (compiled once per worker against the model's tokenizer,
 read with ``Vocab.from_hf``; set ``GRAMC_VLLM_VOCAB`` to a vocabulary spec such as a
-``tokenizer.json`` path to use that instead). Requests without it are not touched.
+``tokenizer.json`` path to use that instead). Requests without it are not touched. The worker
+keeps the ``RuntimeLimits.compiled_grammars`` most recently used grammars (of
+``GramcProcessorCore.runtime_limits``, which also bounds each artifact's caches); a request
+for an evicted one compiles it again.
 
 One class serves both of vLLM's processor interfaces (checked against vLLM 0.33.0's source):
 
@@ -42,7 +45,10 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["GramcLogitsProcessor", "GramcProcessorCore", "processor_class", "FORMATS"]
+from gramc.limits import DEFAULT_RUNTIME_LIMITS, RuntimeLimits
+from gramc.runtime.cache import LRUCache
+
+__all__ = ["GramcLogitsProcessor", "GramcProcessorCore", "processor_class", "FORMATS"]  # noqa: F822 (made by __getattr__)
 
 #: Keys accepted in ``extra_args["gramc"]`` besides ``"artifact"``.
 FORMATS = ("regex", "gbnf", "ebnf", "lark", "json_schema")
@@ -106,7 +112,7 @@ class _Slot:
             out = np.zeros(width, dtype=bool)
             out[self.eos[self.eos < width]] = True
             return out
-        return self.matcher.mask(width)
+        return self.matcher.logits_mask(width)
 
 
 class GramcProcessorCore:
@@ -116,7 +122,9 @@ class GramcProcessorCore:
     directly with stand-ins for vLLM's objects.
     """
 
-    _artifacts: dict[tuple[str, str], Any] = {}
+    #: Bounds of the grammars kept and of each one's caches (set before the engine starts).
+    runtime_limits: RuntimeLimits = DEFAULT_RUNTIME_LIMITS
+    _artifacts = LRUCache(DEFAULT_RUNTIME_LIMITS.compiled_grammars)  # by (kind, value), per worker
     _lock = threading.Lock()
 
     @classmethod
@@ -161,14 +169,16 @@ class GramcProcessorCore:
             return hit
         import gramc
 
+        limits = self.runtime_limits
         if kind == "artifact":
-            art = gramc.load(value)
+            art = gramc.load(value, runtime_limits=limits)
             if art.vocab is None:
-                art = art.bind(self.vocab())
+                art = art.bind(self.vocab(), runtime_limits=limits)
         else:
-            art = gramc.compile(value, format=kind, vocab=self.vocab())
+            art = gramc.compile(value, format=kind, vocab=self.vocab(), runtime_limits=limits)
         with self._lock:
-            self._artifacts[key] = art
+            self._artifacts.resize(limits.compiled_grammars)
+            self._artifacts.put(key, art)
         return art
 
     def new_slot(self, params: Any, output: list[int] | None = None) -> _Slot | None:

@@ -1,25 +1,24 @@
-"""Compiled artifacts: what ``gramc.compile`` returns and ``gramc.load`` reads back.
+"""The artifact interface: what ``gramc.compile`` returns and ``gramc.load`` reads back.
 
-An :class:`Artifact` is a DFA plus, when bound to a vocabulary, its per-state token table.
-On disk it is a ``.gmask`` container (see docs/format/gmask-v1.md, "Artifact sections");
-every array read from an untrusted file is checked here (shapes, ranges, orderings) before
-any of it is used, so a bad index can never reach a matcher or a kernel.
+:class:`Artifact` is the abstract base of every artifact kind (a DFA in
+:mod:`gramc.runtime.dfa_artifact`, a PDA in :mod:`gramc.runtime.pda_artifact`): binding,
+matchers, metadata and serialisation to a ``.gmask`` container (see docs/format/gmask-v1.md,
+"Artifact sections"). Reading a file back, with every array checked, is
+:mod:`gramc.runtime.reader`.
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
-from typing import Any
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 import numpy as np
 
-from gramc.automata.bind import bind_states
-from gramc.automata.tables import DFATable
-from gramc.automata.trie import trie_for
-from gramc.errors import ArtifactFormatError, VocabularyError
+from gramc.errors import VocabularyError
 from gramc.formats import container
-from gramc.runtime.token_table import TokenTable
+from gramc.limits import DEFAULT_LIMITS, DEFAULT_RUNTIME_LIMITS, Deadline, Limits, RuntimeLimits
 from gramc.vocab import Vocab, load_vocab
 
 #: Version of the artifact layout inside the container (the sections and their meaning).
@@ -44,34 +43,75 @@ class VocabInfo:
                 "eos_ids": list(self.eos_ids)}
 
 
-class ArtifactBase:
-    """What every artifact kind shares: metadata, vocabulary info, serialisation."""
+class Artifact(ABC):
+    """A compiled grammar, bound to a vocabulary or not: what every artifact kind shares.
 
-    kind: str
+    ``gramc.compile`` and ``gramc.load`` return one of its kinds:
+    :class:`~gramc.runtime.dfa_artifact.DFAArtifact` (``kind == "dfa"``, a regular grammar)
+    or :class:`~gramc.runtime.pda_artifact.PDAArtifact` (``kind == "pda"``, a context-free
+    one). Both have this interface; only their automaton attribute differs (``dfa``, ``pda``).
+
+    Attributes:
+        kind: the artifact kind, as written in the file.
+        meta: source format, source hash, options, IR text and compiler version.
+        vocab: what the artifact is bound to, or None for an unbound artifact.
+    """
+
+    kind: ClassVar[str]
     meta: dict[str, Any]
     vocab: VocabInfo | None
     _table: Any
 
-    # ------------------------------------------------------------ binding and matching
+    # ------------------------------------------------------------ what each kind supplies
 
-    def _unbound_copy_args(self) -> tuple:
+    @classmethod
+    @abstractmethod
+    def bound(cls, automaton: Any, meta: dict, vocab: Vocab, *, lazy: bool = False,
+              limits: Limits = DEFAULT_LIMITS, deadline: Deadline | None = None,
+              runtime_limits: RuntimeLimits = DEFAULT_RUNTIME_LIMITS) -> "Artifact":
+        """``automaton`` bound to ``vocab``: every state now (eager) or on first use (lazy),
+        within ``limits.max_memory`` and ``deadline``; the table's caches are bounded by
+        ``runtime_limits``. A kind may take more keyword options (see ``_bind_options``)."""
+
+    @abstractmethod
+    def _unbound_copy_args(self) -> tuple[Any, dict]:
         """The positional arguments of ``bound()`` that describe the automaton."""
-        raise NotImplementedError
 
     def _bind_options(self) -> dict:
         """Keyword arguments of ``bound()`` that must survive re-binding."""
         return {}
 
+    @abstractmethod
     def _matcher_class(self) -> type:
-        raise NotImplementedError
+        """The :class:`~gramc.runtime.matcher.Matcher` subclass of this kind."""
 
-    def bind(self, vocab: "Vocab | str", *, lazy: bool = False):
-        """This artifact bound to ``vocab`` (a bound artifact must match its fingerprint)."""
+    @abstractmethod
+    def to_arrays(self) -> tuple[dict, dict[str, np.ndarray]]:
+        """The container metadata and arrays of this artifact (lazy tables are completed)."""
+
+    @abstractmethod
+    def describe(self) -> dict[str, Any]:
+        """A summary for ``gramc inspect``."""
+
+    # ------------------------------------------------------------ binding and matching
+
+    def bind(self, vocab: "Vocab | str", *, lazy: bool = False,
+             runtime_limits: RuntimeLimits | None = None) -> "Artifact":
+        """This artifact bound to ``vocab`` (a bound artifact must match its fingerprint, and
+        is returned as it is, its caches bounded by ``runtime_limits`` when given)."""
         vocab = load_vocab(vocab)
         if self.vocab is not None:
             check_vocab(self.vocab, vocab)
+            if runtime_limits is not None:
+                self._table.set_limits(runtime_limits)
             return self
-        return type(self).bound(*self._unbound_copy_args(), vocab, lazy=lazy, **self._bind_options())
+        return type(self).bound(*self._unbound_copy_args(), vocab, lazy=lazy,
+                                runtime_limits=runtime_limits or DEFAULT_RUNTIME_LIMITS, **self._bind_options())
+
+    def cache_stats(self) -> dict[str, dict[str, int]]:
+        """What the token table caches now: per cache, its entries, its bound (see
+        :class:`~gramc.limits.RuntimeLimits`) and its evictions (or fresh starts) so far."""
+        return self.token_table.cache_stats()
 
     @property
     def is_bound(self) -> bool:
@@ -93,11 +133,8 @@ class ArtifactBase:
 
     def matcher(self, max_rollback: int = 16):
         """A fresh matcher (see :mod:`gramc.runtime.matcher`) at the start of the grammar."""
-        self.token_table  # raises for an unbound artifact
+        _ = self.token_table  # raises for an unbound artifact
         return self._matcher_class()(self, max_rollback=max_rollback)
-
-    def to_arrays(self) -> tuple[dict, dict[str, np.ndarray]]:
-        raise NotImplementedError
 
     def _header(self, automaton: dict) -> dict:
         return {
@@ -129,72 +166,6 @@ class ArtifactBase:
         }
 
 
-@dataclass(eq=False)
-class Artifact(ArtifactBase):
-    """A compiled regular grammar (a DFA), bound to a vocabulary or not.
-
-    Attributes:
-        dfa: the automaton (see :class:`~gramc.automata.tables.DFATable`).
-        meta: source format, source hash, options, IR text and compiler version.
-        vocab: what the artifact is bound to, or None for an unbound artifact.
-    """
-
-    dfa: DFATable
-    meta: dict[str, Any]
-    vocab: VocabInfo | None = None
-    _table: TokenTable | None = field(default=None, repr=False)
-
-    kind = "dfa"
-
-    # ------------------------------------------------------------ binding
-
-    @classmethod
-    def bound(cls, dfa: DFATable, meta: dict, vocab: Vocab, *, lazy: bool = False) -> "Artifact":
-        """Bind ``dfa`` to ``vocab``: every state now (eager) or on first use (lazy)."""
-        trie = trie_for(vocab)
-        info = VocabInfo.of(vocab)
-        if lazy:
-            table = TokenTable.lazy(dfa, trie, info.eos_ids)
-        else:
-            rows = bind_states(dfa, trie, np.arange(dfa.n_states))
-            table = TokenTable.eager(dfa, rows, vocab.size, info.eos_ids)
-        return cls(dfa, meta, info, table)
-
-    def _unbound_copy_args(self) -> tuple:
-        return (self.dfa, self.meta)
-
-    def _matcher_class(self):
-        from gramc.runtime.matcher import DFAMatcher
-
-        return DFAMatcher
-
-    # ------------------------------------------------------------ serialisation
-
-    def to_arrays(self) -> tuple[dict, dict[str, np.ndarray]]:
-        """The container metadata and arrays of this artifact (lazy tables are completed)."""
-        meta = self._header({"start": int(self.dfa.start)})
-        arrays = {f"dfa.{k}": v for k, v in self.dfa.arrays().items()}
-        if self._table is not None:
-            rows = self._table.all_rows()
-            arrays.update({
-                "tokens.indptr": rows.indptr.astype(np.int64),
-                "tokens.ids": rows.token_ids.astype(np.int32),
-                "tokens.next": rows.next_state.astype(np.int32),
-                "tokens.forced": rows.forced_token.astype(np.int32),
-            })
-        return meta, arrays
-
-    def describe(self) -> dict[str, Any]:
-        """A summary for ``gramc inspect``."""
-        out = self._describe()
-        out.update(states=self.dfa.n_states, byte_classes=self.dfa.n_byte_classes,
-                   special_token_columns=len(self.dfa.token_ids))
-        if self._table is not None and not self._table.is_lazy:
-            rows = self._table.all_rows()
-            out["token_transitions"] = int(rows.indptr[-1])
-        return out
-
-
 def check_vocab(info: VocabInfo, vocab: Vocab) -> None:
     """Raise VocabularyError unless ``vocab`` is the vocabulary the artifact was bound to."""
     if vocab.fingerprint != info.fingerprint:
@@ -206,53 +177,4 @@ def check_vocab(info: VocabInfo, vocab: Vocab) -> None:
         )
 
 
-# ---------------------------------------------------------------- reading
-
-
-def from_bytes(data: bytes, vocab: Vocab | str | None = None, *, verify: bool = False) -> Artifact:
-    """Read an artifact from ``.gmask`` bytes (see :func:`load`)."""
-    meta, arrays = container.unpack(data)
-    return _from_container(meta, arrays, vocab, verify)
-
-
-def load(path: str | os.PathLike, vocab: Vocab | str | None = None, *, verify: bool = False) -> Artifact:
-    """Load a ``.gmask`` artifact.
-
-    Args:
-        path: the file.
-        vocab: the decoder's vocabulary. For a bound artifact it is checked against the
-            recorded fingerprint (VocabularyError on mismatch); an unbound artifact is bound
-            to it here. Optional for bound artifacts.
-        verify: re-bind against ``vocab`` and compare with the stored token tables, for
-            artifacts from untrusted sources (structural checks always run).
-
-    Raises:
-        ArtifactFormatError: the file is corrupt, truncated, hostile or of another version.
-        VocabularyError: ``vocab`` does not match.
-    """
-    meta, arrays = container.read_file(path)
-    return _from_container(meta, arrays, vocab, verify)
-
-
-def _from_container(meta: dict, arrays: dict, vocab, verify: bool):
-    from gramc.runtime.validate import read_artifact
-
-    art = read_artifact(meta, arrays)
-    vocab_obj = load_vocab(vocab) if vocab is not None else None
-    if art.vocab is None:
-        return art.bind(vocab_obj) if vocab_obj is not None else art
-    if vocab_obj is not None:
-        check_vocab(art.vocab, vocab_obj)
-    if verify:
-        if vocab_obj is None:
-            raise VocabularyError("verify=True needs the vocabulary the artifact was bound to")
-        fresh = type(art).bound(*art._unbound_copy_args(), vocab_obj, **art._bind_options())
-        if fresh.to_bytes() != art.to_bytes():
-            raise ArtifactFormatError(
-                "the token table does not match the vocabulary: the file was altered "
-                "or written by an incompatible compiler"
-            )
-    return art
-
-
-__all__ = ["Artifact", "ArtifactBase", "VocabInfo", "load", "from_bytes", "check_vocab", "ARTIFACT_VERSION"]
+__all__ = ["Artifact", "VocabInfo", "check_vocab", "ARTIFACT_VERSION"]

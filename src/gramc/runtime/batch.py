@@ -3,7 +3,7 @@
 A :class:`BatchMatcher` holds up to ``capacity`` requests, each in a slot, each with its own
 artifact (requests may use different artifacts, as long as they share the vocabulary). Per
 decoding step a server makes three calls: :meth:`~BatchMatcher.fill_masks` (packed masks, see
-:mod:`gramc.runtime.bitmask`) or :meth:`~BatchMatcher.apply_masks` (-inf into the logits in
+:mod:`gramc.bitmask`) or :meth:`~BatchMatcher.apply_masks` (-inf into the logits in
 place), then :meth:`~BatchMatcher.commit` with the sampled tokens.
 
 Rows: by default the batch's rows are its requests in ascending slot order
@@ -44,7 +44,7 @@ from typing import Any, Hashable, Iterable
 import numpy as np
 
 from gramc.errors import GramcError, LimitExceededError, VocabularyError
-from gramc.runtime.bitmask import n_words
+from gramc.bitmask import n_words
 from gramc.runtime.cuda.tables import DFAArrays
 
 #: The state of a request that has committed end-of-sequence.
@@ -62,7 +62,8 @@ class _Entry:
 
 @dataclass(eq=False)
 class _Plan:
-    """How the rows of one call map to slots, split by kind (cached per batch version)."""
+    """How the rows of one call map to slots, split by kind (cached per batch version); the
+    device engine reads it as its :class:`~gramc.runtime.cuda.engine.RowMaps`."""
 
     slots: np.ndarray  # int32 [n]: slot of each row
     groups: list[tuple[int, np.ndarray, np.ndarray]]  # DFA: (entry, positions, slots)
@@ -266,6 +267,13 @@ class BatchMatcher:
             groups.append((int(e), pos, slots[pos]))
         return _Plan(slots, groups, dfa_pos, slots[dfa_pos], pda_pos, slots[pda_pos])
 
+    def _host_side(self) -> Any:
+        """The callbacks the device engine needs for the work that stays on the host."""
+        from gramc.runtime.cuda.engine import HostSide
+
+        return HostSide(by_slot=self._targets, fill_pda=self._fill_pda,
+                        commit_pda=self._commit_pda, host_tokens=_host_tokens)
+
     def _targets(self, n_rows: int, plan: _Plan, what: str) -> bool:
         """Whether an array of ``n_rows`` rows is indexed by slot (else by row position)."""
         if n_rows == len(plan.slots):
@@ -278,7 +286,7 @@ class BatchMatcher:
     # ------------------------------------------------------------ masks
 
     def fill_masks(self, out: Any = None, request_ids: Iterable[Hashable] | None = None) -> Any:
-        """The packed mask of every row (uint32 ``[n, n_words]``, see :mod:`gramc.runtime.bitmask`).
+        """The packed mask of every row (uint32 ``[n, n_words]``, see :mod:`gramc.bitmask`).
 
         Args:
             out: an int32/uint32 array of ``n`` rows (one per row) or ``capacity`` rows (one
@@ -291,7 +299,7 @@ class BatchMatcher:
         """
         plan = self._plan(request_ids)
         if self._engine is not None:
-            return self._engine.fill_masks(self, plan, out)
+            return self._engine.fill_masks(plan, out, self._host_side())
         n, W = len(plan.slots), self.n_words
         if out is None:
             out = np.empty((n, W), dtype=np.uint32)
@@ -313,8 +321,13 @@ class BatchMatcher:
                 np.take(words, states, axis=0, out=out)  # one group, every row: no temporary
             else:
                 words_out[rows] = words[states].view(out.dtype)
-        for pos, slot in zip(plan.pda_pos.tolist(), plan.pda_slots.tolist()):
-            self._matchers[slot].fill_bitmask(out[slot if by_slot else pos])
+        self._fill_pda(plan, out, plan.pda_slots if by_slot else plan.pda_pos)
+
+    def _fill_pda(self, plan: _Plan, out: np.ndarray, rows: np.ndarray | None = None) -> None:
+        """The PDA rows' masks into ``out[rows]`` (default: ``out[:k]``, in order)."""
+        rows = range(len(plan.pda_slots)) if rows is None else rows.tolist()
+        for row, slot in zip(rows, plan.pda_slots.tolist()):
+            self._matchers[slot].fill_bitmask(out[row])
 
     def apply_masks(self, logits: Any, request_ids: Iterable[Hashable] | None = None) -> None:
         """Set the disallowed logits of every row to -inf, in place.
@@ -327,7 +340,7 @@ class BatchMatcher:
         """
         plan = self._plan(request_ids)
         if self._engine is not None:
-            self._engine.apply_masks(self, plan, logits)
+            self._engine.apply_masks(plan, logits, self._host_side())
             return
         squeeze = getattr(logits, "ndim", 2) == 1
         matrix = logits[None] if squeeze else logits
@@ -359,17 +372,19 @@ class BatchMatcher:
             tokens = np.fromiter(tokens.values(), dtype=np.int64, count=len(tokens))
         plan = self._plan(request_ids)
         if self._engine is not None:
-            return self._engine.commit(self, plan, tokens, wait)
+            return self._engine.commit(plan, tokens, wait, self._host_side())
         toks = _host_tokens(tokens, len(plan.slots))
         accepted = np.zeros(len(plan.slots), dtype=bool)
         for e, pos, slots in plan.groups:
             accepted[pos] = advance_states(self._entries[e].arrays, self._state, slots, toks[pos])
-        self._commit_pda(plan, toks, accepted)
+        accepted[plan.pda_pos] = self._commit_pda(plan, toks)
         return accepted
 
-    def _commit_pda(self, plan: _Plan, toks: np.ndarray, accepted: np.ndarray) -> None:
-        for pos, slot in zip(plan.pda_pos.tolist(), plan.pda_slots.tolist()):
-            accepted[pos] = self._matchers[slot].commit_token(int(toks[pos]))
+    def _commit_pda(self, plan: _Plan, toks: np.ndarray) -> np.ndarray:
+        """Commit the PDA rows' tokens (``toks``: one per row); their accepted flags, in order."""
+        return np.array([self._matchers[slot].commit_token(int(toks[pos]))
+                         for pos, slot in zip(plan.pda_pos.tolist(), plan.pda_slots.tolist())],
+                        dtype=bool)
 
     def last_accepted(self) -> np.ndarray | None:
         """Device path: the flags of the last ``commit(..., wait=False)`` (waits for them)."""
@@ -440,7 +455,7 @@ def apply_packed(logits: Any, masks: np.ndarray, rows: np.ndarray | None = None)
 
     ``logits`` is a 2-d numpy float array or torch tensor; columns past ``32 * W`` are
     disallowed. The numpy reference of kernel ``gramc_apply_bitmask`` (see
-    :func:`gramc.runtime.bitmask.apply_bitmask` for the single-row loop).
+    :func:`gramc.bitmask.apply_bitmask` for the single-row loop).
     """
     n = len(masks)
     if n == 0:

@@ -32,6 +32,8 @@ def check_artifact(artifact, data: bytes) -> CheckResult:
     """Does ``data`` match the artifact's whole grammar (DFA or PDA)?"""
     if artifact.kind == "dfa":
         return check_bytes(artifact.dfa, data)
+    if artifact.kind == "counted":
+        return check_bytes_counted(artifact.cdfa, data)
     return check_bytes_pda(artifact.pda, data)
 
 
@@ -75,3 +77,17 @@ def check_bytes(dfa: DFATable, data: bytes) -> CheckResult:
     if dfa.accept[state]:
         return CheckResult(True, len(data), "", _OK)
     return _failure(len(data), expected_bytes(dfa, state), None)
+
+
+def check_bytes_counted(cdfa, data: bytes) -> CheckResult:
+    """:func:`check_bytes` for a regular grammar with counters (a
+    :class:`~gramc.automata.counted.CountedDFA`)."""
+    state = cdfa.start
+    for offset, b in enumerate(data):
+        nxt = cdfa.step_byte(state, b)
+        if nxt == DEAD:
+            return _failure(offset, np.flatnonzero(cdfa.live_bytes(state)).tolist(), b)
+        state = nxt
+    if cdfa.accepts(state):
+        return CheckResult(True, len(data), "", _OK)
+    return _failure(len(data), np.flatnonzero(cdfa.live_bytes(state)).tolist(), None)

@@ -23,15 +23,19 @@ TOP = (-1, -1)  # the waiting entry of the start rule at position 0: "return to 
 
 
 class ChartSet:
-    """One Earley set: its items and, per rule, the (return node, origin) items waiting."""
+    """One Earley set: its items and, per rule, the (return node, origin) items waiting.
 
-    __slots__ = ("items", "waiting", "conts", "key")
+    ``conts`` and ``key`` cache interned ids, valid in the parser generation ``gen`` only
+    (see :meth:`EarleyParser.new_generation`)."""
+
+    __slots__ = ("items", "waiting", "conts", "key", "gen")
 
     def __init__(self, items: frozenset[Item], waiting: dict[int, tuple[Item, ...]]):
         self.items = items
         self.waiting = waiting
         self.conts: dict[int, int | None] = {}
         self.key: int | None | bool = False  # False: not computed yet
+        self.gen = -1  # no ids cached yet
 
 
 class EarleyParser:
@@ -53,6 +57,7 @@ class EarleyParser:
         self.start_rule = table.start_rule
         self._interned: dict[frozenset, int] = {}
         self._values: list[frozenset] = []
+        self.generation = 0
 
     # ------------------------------------------------------------ building sets
 
@@ -136,6 +141,7 @@ class EarleyParser:
         None when a continuation is cyclic (left recursion at this position).
         """
         s = chart[-1]
+        self._conts_of(s)
         if s.key is False:
             try:
                 s.key = self.intern(frozenset((n, self._cont(chart, j, self.node_rule[n]))
@@ -148,7 +154,8 @@ class EarleyParser:
         """The interned continuation of rule ``r`` entered at position ``j``: what its return
         leads to, recursively. Iterative (nesting may be thousands deep); raises _Cyclic on a
         continuation that contains itself."""
-        known = chart[j].conts.get(r)
+        conts_of = self._conts_of
+        known = conts_of(chart[j]).get(r)
         if known is not None:
             return known  # most calls: an older set's continuation, interned already
         node_rule = self.node_rule
@@ -157,11 +164,12 @@ class EarleyParser:
         while stack:
             j2, r2, expanded = stack.pop()
             s = chart[j2]
-            if r2 in s.conts:
+            conts = conts_of(s)
+            if r2 in conts:
                 continue
             waiting = s.waiting.get(r2, ())
             if expanded:
-                s.conts[r2] = self.intern(frozenset(
+                conts[r2] = self.intern(frozenset(
                     w if w is TOP else (w[0], chart[w[1]].conts[node_rule[w[0]]]) for w in waiting))
                 on_path.discard((j2, r2))
                 continue
@@ -170,9 +178,16 @@ class EarleyParser:
             on_path.add((j2, r2))
             stack.append((j2, r2, True))
             for w in waiting:
-                if w is not TOP and node_rule[w[0]] not in chart[w[1]].conts:
+                if w is not TOP and node_rule[w[0]] not in conts_of(chart[w[1]]):
                     stack.append((w[1], node_rule[w[0]], False))
         return chart[j].conts[r]
+
+    def _conts_of(self, s: ChartSet) -> dict[int, int | None]:
+        """The continuations cached on ``s``, first forgotten (with its key) when they are of
+        an older generation."""
+        if s.gen != self.generation:
+            s.gen, s.conts, s.key = self.generation, {}, False
+        return s.conts
 
     def intern(self, key: frozenset) -> int:
         """The id of ``key`` in the table configuration keys and continuations share."""
@@ -181,6 +196,19 @@ class EarleyParser:
             value = self._interned[key] = len(self._values)
             self._values.append(key)
         return value
+
+    @property
+    def n_interned(self) -> int:
+        """How many sets are interned in this generation."""
+        return len(self._values)
+
+    def new_generation(self) -> None:
+        """Forget every interned set: ids handed out before mean nothing now. Charts stay
+        valid (their sets' cached ids are of the old generation, so they are made afresh on
+        the next :meth:`key`); the caller drops whatever else it keyed by those ids."""
+        self._interned = {}
+        self._values = []
+        self.generation += 1
 
     def interned(self, value_id: int) -> frozenset:
         """The set an id from :meth:`key` or :meth:`intern` stands for: for a key, the

@@ -8,6 +8,7 @@ supplies: :class:`DFAMatcher` (a state number: every query is a table lookup) an
 
 from __future__ import annotations
 
+import operator
 from collections import deque
 from typing import Any, Iterable
 
@@ -15,7 +16,7 @@ import numpy as np
 
 from gramc.automata.tables import DEAD
 from gramc.errors import GramcError
-from gramc.runtime.bitmask import n_words, unpack_row
+from gramc.bitmask import n_words, unpack_row
 
 
 class Matcher:
@@ -75,18 +76,31 @@ class Matcher:
 
         Ids at or past the vocabulary size are never allowed, so ``size`` may be the width of
         a model's logits. The array may be cached and shared: it is read-only.
+
+        Raises:
+            ValueError: ``size`` is smaller than the vocabulary (the mask would lose ids; for
+                a model head narrower than its tokenizer use :meth:`logits_mask`).
         """
-        size = self.vocab_size if size is None else size
+        size = self.vocab_size if size is None else _mask_size(size, self.vocab_size)
         if self._ended:
             return np.zeros(size, dtype=bool)
         return self._bool_mask(self._state, size)
 
+    def logits_mask(self, width: int) -> np.ndarray:
+        """:meth:`mask` for a model's logits of ``width`` columns, whatever the vocabulary's
+        size: a head narrower than its tokenizer (added tokens the model never scores) cannot
+        choose the ids past ``width``, so they are cut off here, deliberately."""
+        width = _mask_size(width, 0)
+        return self.mask(max(width, self.vocab_size))[:width]
+
     def fill_bitmask(self, out: np.ndarray) -> None:
-        """Write the packed mask (see :mod:`gramc.runtime.bitmask`) into a uint32/int32 row."""
-        if out.shape == self._shape and out.dtype.char in "iI" and not self._ended:
+        """Write the packed mask (see :mod:`gramc.bitmask`) into a uint32/int32 row."""
+        if getattr(out, "shape", None) == self._shape and out.dtype.char in "iI" and not self._ended:
             np.copyto(out, self._words(self._state).view(out.dtype))  # the common call
             return
         n = self._shape[0]
+        if not isinstance(out, np.ndarray):
+            raise TypeError(f"need a numpy int32/uint32 array of at least {n} words, got {type(out).__name__}")
         if out.ndim != 1 or out.shape[0] < n or out.dtype.itemsize != 4 or out.dtype.kind not in "iu":
             raise ValueError(f"need a 1-d int32/uint32 array of at least {n} words, got {out.dtype}{out.shape}")
         if self._ended:
@@ -132,7 +146,7 @@ class Matcher:
 
     def commit_token(self, token_id: int) -> bool:
         """Advance by one token. Returns False (state unchanged) if it is not allowed."""
-        nxt = self._next(self._state, self._ended, int(token_id))
+        nxt = self._next(self._state, self._ended, _token_id(token_id))
         if nxt is None:
             return False
         self._push()
@@ -153,6 +167,8 @@ class Matcher:
 
         Counts as one step for :meth:`rollback`.
         """
+        if not isinstance(data, (bytes, bytearray, memoryview)):
+            raise TypeError(f"commit_bytes takes bytes (encode text first), got {type(data).__name__}")
         if self._ended:
             return False
         nxt = self._step_bytes(self._state, bytes(data))
@@ -166,7 +182,7 @@ class Matcher:
         """Length of the longest prefix of ``token_ids`` that would be accepted (no change)."""
         state, ended, n = self._state, self._ended, 0
         for t in token_ids:
-            nxt = self._next(state, ended, int(t))
+            nxt = self._next(state, ended, _token_id(t))
             if nxt is None:
                 break
             state, ended = nxt
@@ -215,6 +231,26 @@ class Matcher:
         return f"<{type(self).__name__} {flags}>"
 
 
+def _token_id(token: Any) -> int:
+    try:
+        return operator.index(token)
+    except TypeError:
+        raise TypeError(f"a token id is an int, got {token!r}") from None
+
+
+def _mask_size(size: Any, vocab_size: int) -> int:
+    try:
+        size = operator.index(size)
+    except TypeError:
+        raise TypeError(f"mask size is an int, got {size!r}") from None
+    if size < vocab_size:
+        raise ValueError(f"mask size {size} is smaller than the vocabulary ({vocab_size} ids)")
+    return size
+
+
+_NO_DTYPE = np.dtype("V1")  # not an int32/uint32 row: the checked path explains
+
+
 class DFAMatcher(Matcher):
     """A matcher over a DFA artifact: the state is a state number; O(1) per query."""
 
@@ -230,7 +266,7 @@ class DFAMatcher(Matcher):
 
     def fill_bitmask(self, out: np.ndarray) -> None:
         # Fast path for the common call: an exact-width int32/uint32 row of an eager table.
-        views = self._views.get(out.dtype.char)
+        views = self._views.get(getattr(out, "dtype", _NO_DTYPE).char)
         if views is not None and out.shape == self._shape and not self._ended:
             np.copyto(out, views[self._state])
             return

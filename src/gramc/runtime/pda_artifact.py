@@ -16,13 +16,14 @@ import numpy as np
 from gramc.automata.pda_bind import DEFAULT_DEPTH, LAZY_DEPTH, NodeTokens, bind_nodes, expand
 from gramc.automata.pda_table import PDATable
 from gramc.automata.trie import trie_for
-from gramc.runtime.artifact import ArtifactBase, VocabInfo
+from gramc.limits import DEFAULT_LIMITS, DEFAULT_RUNTIME_LIMITS, Deadline, Limits, RuntimeLimits
+from gramc.runtime.artifact import Artifact, VocabInfo
 from gramc.runtime.pda_tokens import PDATokenTable
 from gramc.vocab import Vocab
 
 
 @dataclass(eq=False)
-class PDAArtifact(ArtifactBase):
+class PDAArtifact(Artifact):
     """A compiled context-free grammar.
 
     Attributes:
@@ -42,23 +43,27 @@ class PDAArtifact(ArtifactBase):
 
     @classmethod
     def bound(cls, pda: PDATable, meta: dict, vocab: Vocab, *, lazy: bool = False,
-              depth: int = DEFAULT_DEPTH) -> "PDAArtifact":
+              depth: int = DEFAULT_DEPTH, limits: Limits = DEFAULT_LIMITS,
+              deadline: Deadline | None = None,
+              runtime_limits: RuntimeLimits = DEFAULT_RUNTIME_LIMITS) -> "PDAArtifact":
         """Bind ``pda`` to ``vocab``: every node now (eager) or on first use (lazy).
 
         ``depth`` is that of the written tables. Lazy nodes are bound while a mask waits, with
         at most :data:`LAZY_DEPTH` calls expanded: on 49 MaskBench PDA schemas that cut the
         time spent in masks by a third (TBM p99 34 -> 20 ms), and the extra uncertain tokens
-        cost little on the stack DFA. Masks are the same either way."""
+        cost little on the stack DFA. Masks are the same either way. An eager binding checks
+        ``limits.max_memory`` and ``deadline`` as :func:`~gramc.automata.pda_bind.bind_nodes`
+        says. The table's caches are bounded by ``runtime_limits``."""
         trie = trie_for(vocab)
         if lazy:
             table = PDATokenTable(pda, vocab.tokens, vocab.special_ids, vocab.eos_ids, None, trie,
-                                  min(depth, LAZY_DEPTH))
+                                  min(depth, LAZY_DEPTH), runtime_limits)
         else:
             table = PDATokenTable(pda, vocab.tokens, vocab.special_ids, vocab.eos_ids,
-                                  eager_rows(pda, trie, depth), trie, depth)
+                                  eager_rows(pda, trie, depth, limits, deadline), trie, depth, runtime_limits)
         return cls(pda, meta, VocabInfo.of(vocab), table, depth)
 
-    def _unbound_copy_args(self) -> tuple:
+    def _unbound_copy_args(self) -> tuple[Any, dict]:
         return (self.pda, self.meta)
 
     def _bind_options(self) -> dict:
@@ -101,9 +106,11 @@ class PDAArtifact(ArtifactBase):
         return out
 
 
-def eager_rows(pda: PDATable, trie, depth: int) -> NodeTokens:
+def eager_rows(pda: PDATable, trie, depth: int, limits: Limits = DEFAULT_LIMITS,
+               deadline: Deadline | None = None) -> NodeTokens:
     """The rows of every node, from one expansion of all node regions."""
-    return bind_nodes(pda, trie, np.arange(1, pda.n_nodes), depth, expand(pda, depth))
+    return bind_nodes(pda, trie, np.arange(1, pda.n_nodes), depth, expand(pda, depth, deadline=deadline),
+                      limits, deadline)
 
 
 def _pack_tokens(tokens: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
@@ -121,7 +128,7 @@ def unpack_tokens(blob: np.ndarray, lengths: np.ndarray) -> list[bytes]:
 
 def pda_from_parts(pda: PDATable, source: dict, depth: int, info: VocabInfo | None,
                    nodes: NodeTokens | None, tokens: list[bytes] | None, special) -> PDAArtifact:
-    """An artifact from checked container parts (see :mod:`gramc.runtime.validate`)."""
+    """An artifact from checked container parts (see :mod:`gramc.runtime.pda_reader`)."""
     if info is None:
         return PDAArtifact(pda, source, None, None, depth)
     table = PDATokenTable(pda, tokens, special, info.eos_ids, nodes, None, depth)

@@ -32,20 +32,22 @@ from gramc.automata.pda_table import PDATable
 from gramc.automata.tables import DEAD
 from gramc.automata.trie import TokenTrie
 from gramc.automata.walk import WalkBuffers, set_walked, walk
-from gramc.runtime.bitmask import n_words
+from gramc.bitmask import n_words
+from gramc.limits import DEFAULT_RUNTIME_LIMITS, RuntimeLimits
+from gramc.runtime.cache import LRUCache
 from gramc.runtime.earley import TOP
 
-#: Item shapes kept per vocabulary before all are dropped. Each holds the positions of the
-#: tokens it reads and up to ``max_len + 1`` packed rows: at most ~2 MB for Llama 3, so this
-#: bounds them near 70 MB (a JSON string character has one shape per node met).
-MAX_SHARED_SHAPES = 32
 #: Largest item priced by count: the counted walk's table has a row per item node and
 #: iteration (a JSON string character has 21 nodes) ...
 MAX_ITEM_NODES = 64
 #: ... and at most this many rows in all (2,709 for that character and Llama 3's 128-byte
 #: tokens; a vocabulary with far longer tokens prices only smaller items).
 MAX_COUNTED_STATES = 65_536
-_SHAPES: "weakref.WeakKeyDictionary[TokenTrie, dict[bytes, CountedSlice]]" = weakref.WeakKeyDictionary()
+#: Item shapes per vocabulary, shared by every table of this process. Each holds the positions
+#: of the tokens it reads and up to ``max_len + 1`` packed rows: at most ~2 MB for Llama 3 (a
+#: JSON string character has one shape per node met). Bound: ``RuntimeLimits.counted_shapes``
+#: of the table that made its CountedItems last.
+_SHAPES: "weakref.WeakKeyDictionary[TokenTrie, LRUCache]" = weakref.WeakKeyDictionary()
 
 
 class CountedSlice:
@@ -93,8 +95,9 @@ class CountedItems:
     """The items of ``table`` whose chains are priced by count (see the module doc), with each
     chain node's iterations left."""
 
-    def __init__(self, table: PDATable, max_len: int):
+    def __init__(self, table: PDATable, max_len: int, limits: RuntimeLimits = DEFAULT_RUNTIME_LIMITS):
         self._table = table
+        self._limits = limits
         self.max_u = max_len  # an iteration reads a byte at least
         call_nodes, call_rules, call_rets = table.call_entries()
         self._calls = calls = table.calls()
@@ -130,7 +133,21 @@ class CountedItems:
         self.item_of: list[int] = np.where(node_rule >= 0, rule_item[node_rule], -1).tolist()
         self._left: dict[int, int] = {}
         self._ahead: dict[tuple[int, int], list[int]] = {}
-        self._by_node: dict[int, CountedSlice] = {}
+        self._by_node = LRUCache(limits.counted_shapes)
+        self._shared: LRUCache | None = None  # the vocabulary's shapes, on the first slice
+
+    def set_limits(self, limits: RuntimeLimits) -> None:
+        """Bound the kept slices by ``limits`` (this table's start empty)."""
+        self._limits = limits
+        self._by_node = LRUCache(limits.counted_shapes)
+        if self._shared is not None:
+            self._shared.resize(limits.counted_shapes)
+
+    def cache_stats(self) -> dict[str, dict[str, int]]:
+        out = {"counted_slices": self._by_node.stats()}
+        if self._shared is not None:
+            out["counted_shapes"] = self._shared.stats()
+        return out
 
     def _chained(self, item: int, nodes) -> bool:
         """Does one of ``nodes`` call ``item`` as its only call, returning to a node that
@@ -220,17 +237,43 @@ class CountedItems:
             bits = self._exits[item]
             exit_bytes = np.array([(bits >> int(c)) & 1 for c in byte_class], dtype=bool)
             start = int(local[table.rule_start[item]])
-            head = np.array([local[node], start, self.max_u], dtype=np.int64)
-            key = b"".join(a.tobytes() for a in (head, rows, finals, exit_bytes))
-            shared = _SHAPES.setdefault(trie, {})
-            found = shared.get(key)
-            if found is None:
-                if len(shared) >= MAX_SHARED_SHAPES:
-                    shared.clear()
-                found = shared[key] = _counted_walk(rows, finals, exit_bytes, start, int(local[node]),
-                                                    self.max_u, trie, buf)
-            self._by_node[node] = found
+            found = counted_slice(rows, finals, exit_bytes, start, int(local[node]), self.max_u, trie, buf,
+                                  self._shared_shapes(trie))
+            self._by_node.put(node, found)
         return found
+
+    def _shared_shapes(self, trie: TokenTrie) -> LRUCache:
+        """The process's shapes for ``trie``, bounded by this table's limits."""
+        self._shared = shared_shapes(trie, self._limits.counted_shapes, self._shared)
+        return self._shared
+
+
+def shared_shapes(trie: TokenTrie, bound: int, last: LRUCache | None = None) -> LRUCache:
+    """The process's counted shapes for ``trie``'s vocabulary, bounded by ``bound`` (the
+    limits of the table that uses them; re-applied when ``last``, the cache that table used
+    before, is another one)."""
+    shared = _SHAPES.get(trie)
+    if shared is None:
+        shared = _SHAPES[trie] = LRUCache(bound)
+    elif shared is not last:
+        shared.resize(bound)
+    return shared
+
+
+def counted_slice(rows: np.ndarray, finals: np.ndarray, exit_bytes: np.ndarray, start: int, node: int,
+                  max_u: int, trie: TokenTrie, buf: WalkBuffers, shared: LRUCache) -> CountedSlice:
+    """The :class:`CountedSlice` of item node ``node`` (local ids ``0..m-1``): ``rows`` int
+    ``[m, 256]`` the next node per byte (-1: dead), ``finals`` the nodes that end an
+    iteration, ``exit_bytes`` bool ``[256]`` the bytes that may follow one, ``start`` the
+    node an iteration begins at. Shared by shape, in ``shared``, across tables (and
+    automaton kinds)."""
+    head = np.array([node, start, max_u], dtype=np.int64)
+    key = b"".join(np.ascontiguousarray(a).tobytes() for a in (head, rows.astype(np.int64),
+                                                             finals.astype(bool), exit_bytes.astype(bool)))
+    found = shared.get(key)
+    if found is None:
+        found = shared.put(key, _counted_walk(rows, finals, exit_bytes, start, node, max_u, trie, buf))
+    return found
 
 
 def _counted_walk(rows: np.ndarray, finals: np.ndarray, exit_bytes: np.ndarray, start: int, node: int,

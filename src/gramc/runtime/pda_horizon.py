@@ -198,6 +198,10 @@ class Horizon:
         self._parser = parser
         self._canonical: dict[int, int] = {}
 
+    def clear(self) -> None:
+        """Forget the canonical ids (on a new parser generation: they are its old ids)."""
+        self._canonical = {}
+
     def key(self, key: int) -> int:
         """The canonical id of the configuration key (or continuation) ``key``: the same
         set with each node, its continuations' too, replaced by its representative."""

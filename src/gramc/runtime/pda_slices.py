@@ -38,24 +38,22 @@ import numpy as np
 from gramc.automata.pda_table import PDATable
 from gramc.automata.tables import DEAD
 from gramc.automata.trie import TokenTrie
-from gramc.automata.walk import WalkBuffers, set_walked, walk
-from gramc.runtime.bitmask import n_words
+from gramc.automata.walk import set_walked, shared_buffers, walk
+from gramc.bitmask import n_words
+from gramc.limits import DEFAULT_RUNTIME_LIMITS, RuntimeLimits
+from gramc.runtime.cache import LRUCache
 
 #: Loops larger than this are walked per node (their shape would cost more than it saves).
 MAX_LOOP_NODES = 256
 #: A node whose first byte leaves the plain nodes for more than this share of the tokens is
 #: not sliced: nearly all its tokens would be walked on the stack again anyway.
 MAX_FIRST_EXIT_SHARE = 0.25
-#: Loop shapes kept per vocabulary before all are dropped (each holds a packed row). They are
-#: shared by every table walked against the same trie in this process: a JSON string body has
-#: the same shape in every schema.
-MAX_SHARED_SHAPES = 1024
-_SHAPES: "weakref.WeakKeyDictionary[TokenTrie, dict[bytes, Slice]]" = weakref.WeakKeyDictionary()
+#: Loop shapes per vocabulary (each holds a packed row), shared by every table walked against
+#: the same trie in this process: a JSON string body has the same shape in every schema. Bound:
+#: ``RuntimeLimits.shared_slice_shapes`` of the table that made its NodeSlices last.
+_SHAPES: "weakref.WeakKeyDictionary[TokenTrie, LRUCache]" = weakref.WeakKeyDictionary()
 #: The byte classes of a shape written out over all 256 bytes (so no table's classes are in it).
 _EVERY_BYTE = np.arange(256, dtype=np.int64)
-#: Nodes whose slices are kept before all are dropped and made afresh (each holds a packed
-#: row: 16 KB for Llama 3, so this bounds them near 64 MB on long sessions).
-MAX_SLICED_NODES = 4096
 
 
 class Slice:
@@ -85,11 +83,13 @@ def _slice(words: np.ndarray, exits: np.ndarray) -> Slice:
 class NodeSlices:
     """The :class:`Slice` of each node of ``table`` against ``trie``, made on first use."""
 
-    def __init__(self, table: PDATable, trie: TokenTrie, short_loops: int | None = None):
+    def __init__(self, table: PDATable, trie: TokenTrie, short_loops: int | None = None,
+                 limits: RuntimeLimits = DEFAULT_RUNTIME_LIMITS):
         """``short_loops``: where every node is plain (a DFA's table), its loops would be one
         strongly connected component of most nodes (a JSON document's structure loops back
         through every string), too large to share by shape; then only the transitions on
-        cycles of at most this many bytes make loops (a string body's characters and escapes)."""
+        cycles of at most this many bytes make loops (a string body's characters and escapes).
+        ``limits``: the bounds of the slices kept (``node_slices``, ``shared_slice_shapes``)."""
         self.trie = trie
         self._succ = np.ascontiguousarray(table.delta[:, : table.n_byte_classes], dtype=np.int32)
         calls = table.calls()
@@ -118,10 +118,20 @@ class NodeSlices:
         # Their share per byte class, to price a node's first-byte exits.
         self._first_share = np.bincount(self._byte_class, weights=self._first_count,
                                         minlength=self._succ.shape[1]) / max(1, len(trie.sorted_ids))
-        self._buffers = WalkBuffers(len(trie.sorted_ids))
-        self._by_node: dict[int, Slice | None] = {}
-        self._by_shape = _SHAPES.setdefault(trie, {})
-        self._by_local: dict[bytes, Slice] = {}
+        self.set_limits(limits)
+
+    def set_limits(self, limits: RuntimeLimits) -> None:
+        """Bound the kept slices by ``limits`` (this table's start empty)."""
+        self._by_node = LRUCache(limits.node_slices)  # Slice, or None: not sliced
+        self._by_local = LRUCache(limits.node_slices)  # this table's loop shapes, by byte class
+        self._by_shape = _SHAPES.get(self.trie)
+        if self._by_shape is None:
+            self._by_shape = _SHAPES[self.trie] = LRUCache(limits.shared_slice_shapes)
+        else:
+            self._by_shape.resize(limits.shared_slice_shapes)
+
+    def cache_stats(self) -> dict[str, dict[str, int]]:
+        return {"node_slices": self._by_node.stats(), "shared_slice_shapes": self._by_shape.stats()}
 
     def reads(self, node: int) -> bool:
         """Does ``node`` read any byte itself?"""
@@ -132,9 +142,7 @@ class NodeSlices:
         then its configurations are walked on the stack whole."""
         found = self._by_node.get(node, False)
         if found is False:
-            if len(self._by_node) >= MAX_SLICED_NODES:
-                self._by_node.clear()
-            found = self._by_node[node] = self._make(node)
+            found = self._by_node.put(node, self._make(node))
         return found
 
     def _make(self, node: int) -> Slice | None:
@@ -166,10 +174,8 @@ class NodeSlices:
             key = wide.tobytes()
             shared = self._by_shape.get(key)
             if shared is None:
-                if len(self._by_shape) >= MAX_SHARED_SHAPES:
-                    self._by_shape.clear()
-                shared = self._by_shape[key] = self._loop_walk(wide, len(targets))
-            self._by_local[local_key] = shared
+                shared = self._by_shape.put(key, self._loop_walk(wide, len(targets)))
+            self._by_local.put(local_key, shared)
         exits = shared.exits.copy()
         exits[:, 3] = targets[exits[:, 3] - (len(local) + 1)]  # local exit -> its node
         # Exits are distinct nodes, so the shared slice's distinct exits map one to one.
@@ -235,7 +241,7 @@ class NodeSlices:
         """The tokens of the disjoint ranges ``rows`` (see :func:`walk`) walked through
         ``trans`` (columns: ``cls``, the table's byte classes by default): those read alive
         are set in the packed row ``into``; returns the exits (hits) met."""
-        trie, buf = self.trie, self._buffers
+        trie, buf = self.trie, shared_buffers(len(self.trie.sorted_ids))
         buf.ranges[: len(rows)] = rows
         cls = self._byte_class if cls is None else cls
         ne, nh, _, _ = walk(trans, cls, trie.blob, trie.offsets, trie.lengths, trie.lcp,

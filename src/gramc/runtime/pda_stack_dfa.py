@@ -24,10 +24,9 @@ import numpy as np
 
 from gramc.automata.pda_table import PDATable
 from gramc.automata.tables import DEAD
+from gramc.limits import DEFAULT_RUNTIME_LIMITS, RuntimeLimits
 from gramc.runtime.earley import TOP, EarleyParser
 
-#: States kept before the DFA is dropped and grown afresh (bounds memory on long sessions).
-MAX_STATES = 200_000
 #: Configurations in one state before giving up on it (the caller falls back to Earley).
 MAX_CONFIGS = 100_000
 
@@ -39,8 +38,13 @@ class TooLarge(Exception):
 class StackDFA:
     """The configuration-set DFA of one PDA table, with the token bytes of one vocabulary."""
 
-    def __init__(self, table: PDATable, parser: EarleyParser, token_bytes: Sequence[bytes]):
+    def __init__(self, table: PDATable, parser: EarleyParser, token_bytes: Sequence[bytes],
+                 limits: RuntimeLimits = DEFAULT_RUNTIME_LIMITS):
+        """``limits``: its ``stack_dfa_states`` is the states kept before the DFA is dropped
+        and grown afresh; its slice bounds are passed on to the node and counted slices."""
         self.parser = parser
+        self.limits = limits
+        self.resets = 0  # fresh starts past the state bound (or on a new parser generation)
         self.usable = not table.left_recursive()
         self.n_classes = table.n_byte_classes
         self._byte_next = parser.byte_next
@@ -64,12 +68,38 @@ class StackDFA:
         self._reads_bits: dict[int, int] = {}
         self._rows: dict[int, np.ndarray] = {}  # a new state's first row, by the classes read
         self._table = table
-        self._walk_buffers = None
         self._slices = None
         self._counted = None
         self._reset()
 
+    def set_limits(self, limits: RuntimeLimits) -> None:
+        """New bounds (for the states, checked at the next walk; for the slices, now)."""
+        self.limits = limits
+        for made in (self._slices, self._counted):
+            if made is not None:
+                made.set_limits(limits)
+
+    def clear(self) -> None:
+        """Forget every state: they hold continuation ids of the parser's old generation."""
+        self._reset()
+        self.resets += 1
+
+    def cache_stats(self) -> dict[str, dict[str, int]]:
+        """The states (and fresh starts), and the slices' caches."""
+        out = {"stack_dfa_states": {"entries": len(self._states), "max_entries": self.limits.stack_dfa_states,
+                                    "resets": self.resets}}
+        for made in (self._slices, self._counted):
+            if made is not None:
+                out.update(made.cache_stats())
+        return out
+
+    def _reset_if_full(self) -> None:
+        """Start afresh once past the state bound (between walks: no state id is held)."""
+        if len(self._states) > self.limits.stack_dfa_states:
+            self.clear()
+
     def _reset(self) -> None:
+        self._rows.clear()
         self._index: dict[frozenset, int] = {frozenset(): DEAD}
         self._states: list[frozenset] = [frozenset()]
         self._trans = np.full((1024, self.n_classes), -1, dtype=np.int32)  # < 0: not built yet
@@ -93,8 +123,7 @@ class StackDFA:
         cached about it and the caller checks these tokens another way)."""
         from gramc.automata.walk import run_tokens  # numba: imported on the first check
 
-        if len(self._states) > MAX_STATES:
-            self._reset()
+        self._reset_if_full()
         classes, offsets, lengths = self._tokens()
         ids = np.asarray(token_ids, dtype=np.int64)
         state = np.full(len(ids), self._state(self.parser.interned(key)), dtype=np.int64)
@@ -128,17 +157,14 @@ class StackDFA:
         count inside the item of a counted repetition (:mod:`gramc.runtime.pda_counted`); the
         rest are walked through this DFA, its missing states built on the way. Raises
         :class:`TooLarge` as :meth:`accepts` does."""
-        from gramc.automata.walk import WalkBuffers  # numba: imported on the first walk
+        from gramc.automata.walk import shared_buffers  # numba: imported on the first walk
         from gramc.runtime.pda_slices import NodeSlices
 
-        if len(self._states) > MAX_STATES:
-            self._reset()
+        self._reset_if_full()
         n_tok = len(trie.sorted_ids)
-        if self._walk_buffers is None or self._walk_buffers.n_tok != n_tok:
-            self._walk_buffers = WalkBuffers(n_tok)
         if self._slices is None or self._slices.trie is not trie:
-            self._slices = NodeSlices(self._table, trie)
-        buf = self._walk_buffers
+            self._slices = NodeSlices(self._table, trie, limits=self.limits)
+        buf = shared_buffers(n_tok)
         # Each configuration's stack-free tokens, then its tokens that read on past an exit,
         # walked from where they left (the exit node on this configuration's stack), in
         # batches that cannot overflow the buffers (at most n_tok tokens end per batch).
@@ -200,7 +226,7 @@ class StackDFA:
         from gramc.runtime.pda_counted import CountedItems
 
         if self._counted is None or self._counted.max_u != trie.max_len:
-            self._counted = CountedItems(self._table, trie.max_len)
+            self._counted = CountedItems(self._table, trie.max_len, self.limits)
         return self._counted
 
     def _walk_ranges(self, rows: np.ndarray, trie, buf, out: np.ndarray) -> None:

@@ -8,7 +8,8 @@ parser in byte order so tokens sharing a prefix share the work. A lazy table (no
 yet) skips the node rows where it can: it walks every token through the stack DFA from the
 configuration's state (:meth:`StackDFA.allowed`). Masks are memoised by the
 configuration key (:meth:`EarleyParser.key`), so a configuration seen before costs a
-dictionary lookup.
+dictionary lookup. Every cache is bounded by the table's :class:`~gramc.limits.RuntimeLimits`
+(see :meth:`PDATokenTable.cache_stats`).
 """
 
 from __future__ import annotations
@@ -20,7 +21,9 @@ import numpy as np
 from gramc.automata.pda_bind import LazyExpansion, NodeTokens, bind_nodes
 from gramc.automata.pda_table import PDATable
 from gramc.automata.trie import TokenTrie
-from gramc.runtime.bitmask import n_words, set_bits, unpack_row
+from gramc.bitmask import n_words, set_bits, unpack_row
+from gramc.limits import DEFAULT_RUNTIME_LIMITS, RuntimeLimits
+from gramc.runtime.cache import LRUCache
 from gramc.runtime.earley import ChartSet, EarleyParser
 from gramc.runtime.pda_stack_dfa import StackDFA, TooLarge
 
@@ -49,7 +52,8 @@ class PDATokenTable:
     """Per-node token tables of a bound PDA (eager, or lazy: bound per node on first use)."""
 
     def __init__(self, table: PDATable, token_bytes: Sequence[bytes], special_ids, eos_ids,
-                 nodes: NodeTokens | None = None, trie: TokenTrie | None = None, depth: int = 2):
+                 nodes: NodeTokens | None = None, trie: TokenTrie | None = None, depth: int = 2,
+                 limits: RuntimeLimits = DEFAULT_RUNTIME_LIMITS):
         self.table = table
         self.parser = EarleyParser(table)
         self.token_bytes = list(token_bytes)
@@ -68,13 +72,38 @@ class PDATokenTable:
         if trie is not None:
             self._rank = np.zeros(self.vocab_size, dtype=np.int64)
             self._rank[trie.sorted_ids] = np.arange(len(trie.sorted_ids))
-        self._memo: dict[int, np.ndarray] = {}
-        self._masks: dict[tuple[int, int], np.ndarray] = {}
         self._by_bytes: dict[bytes, int] | None = None
         self._stack: StackDFA | None = None
         self._horizon = None  # a Horizon, made on the first walk
-        self._walks: dict[int, np.ndarray] = {}  # by canonical key: see _walked
         self._special_ids = np.array(sorted(self.special), dtype=np.int64)
+        self.set_limits(limits)
+
+    def set_limits(self, limits: RuntimeLimits) -> None:
+        """Bound the caches by ``limits`` (they start empty; interned ids stay valid)."""
+        self.limits = limits
+        self._memo = LRUCache(limits.mask_rows)  # packed rows by configuration key
+        self._masks = LRUCache(limits.bool_masks)  # bool masks by (key, size)
+        self._walks = LRUCache(limits.walk_rows)  # by canonical key: see _walked
+        # A lazy table's node rows are a cache too (an eager table's are its data).
+        self._bound_nodes = LRUCache(limits.node_rows, self._forget_node) if self.is_lazy else None
+        if self._stack is not None:
+            self._stack.set_limits(limits)
+
+    def _forget_node(self, node: int, _) -> None:
+        self._acc[node] = self._unc[node] = None
+
+    def cache_stats(self) -> dict[str, dict[str, int]]:
+        """Per cache: entries now, its bound, and evictions (or, for the interned sets and
+        the stack DFA, fresh starts) so far."""
+        out = {"mask_rows": self._memo.stats(), "bool_masks": self._masks.stats(),
+               "walk_rows": self._walks.stats(),
+               "interned_sets": {"entries": self.parser.n_interned, "max_entries": self.limits.interned_sets,
+                                 "resets": self.parser.generation}}
+        if self._bound_nodes is not None:
+            out["node_rows"] = self._bound_nodes.stats()
+        if self._stack is not None:
+            out.update(self._stack.cache_stats())
+        return out
 
     @property
     def trie(self) -> TokenTrie | None:
@@ -117,6 +146,10 @@ class PDATokenTable:
         bound = bind_nodes(self.table, self._trie, np.array(nodes), self._depth, x)
         for row, n in enumerate(nodes):
             self._install(n, bound, row)
+            # Copied out of the batch's arrays (a view would keep the whole batch alive after
+            # its other rows are evicted), and counted against the node-row bound.
+            self._acc[n], self._unc[n] = self._acc[n].copy(), self._unc[n].copy()
+            self._bound_nodes.put(n, None)
 
     def all_nodes(self) -> NodeTokens:
         """Rows of every node 1..N-1 (those of a lazy table are bound one by one first)."""
@@ -132,7 +165,39 @@ class PDATokenTable:
 
     def words(self, chart: Sequence[ChartSet]) -> np.ndarray:
         """The packed mask of the configuration ``chart`` (memoised by its key)."""
-        key = self.parser.key(chart)
+        return self._words(chart, self._key(chart))
+
+    def mask(self, chart: Sequence[ChartSet], size: int) -> np.ndarray:
+        """A read-only bool mask of length ``size`` (cached by configuration key)."""
+        key = self._key(chart)
+        cached = self._masks.get((key, size)) if key is not None else None
+        if cached is None:
+            cached = unpack_row(self._words(chart, key), size)
+            cached.flags.writeable = False
+            if key is not None:
+                self._masks.put((key, size), cached)
+        return cached
+
+    def _key(self, chart: Sequence[ChartSet]) -> int | None:
+        """The configuration key of ``chart``; first, past the interned-set bound, a new
+        parser generation (the only point where one starts: no id is held between masks
+        but in charts, which re-derive theirs)."""
+        if self.parser.n_interned > self.limits.interned_sets:
+            self._new_generation()
+        return self.parser.key(chart)
+
+    def _new_generation(self) -> None:
+        """Drop the interned sets and everything keyed by them."""
+        self.parser.new_generation()
+        self._memo.clear()
+        self._masks.clear()
+        self._walks.clear()
+        if self._horizon is not None:
+            self._horizon.clear()
+        if self._stack is not None:
+            self._stack.clear()
+
+    def _words(self, chart: Sequence[ChartSet], key: int | None) -> np.ndarray:
         if key is not None:
             hit = self._memo.get(key)
             if hit is not None:
@@ -140,19 +205,8 @@ class PDATokenTable:
         out = self._compute(chart, key)
         out.flags.writeable = False
         if key is not None:
-            self._memo[key] = out
+            self._memo.put(key, out)
         return out
-
-    def mask(self, chart: Sequence[ChartSet], size: int) -> np.ndarray:
-        """A read-only bool mask of length ``size`` (cached by configuration key)."""
-        key = self.parser.key(chart)
-        cached = self._masks.get((key, size)) if key is not None else None
-        if cached is None:
-            cached = unpack_row(self.words(chart), size)
-            cached.flags.writeable = False
-            if key is not None:
-                self._masks[(key, size)] = cached
-        return cached
 
     def _compute(self, chart: Sequence[ChartSet], key: int | None) -> np.ndarray:
         if self._expansion is not None and key is not None:
@@ -194,7 +248,7 @@ class PDATokenTable:
             except TooLarge:
                 return None
             walked.flags.writeable = False
-            self._walks[canonical] = walked
+            self._walks.put(canonical, walked)
         specials = [t for t in self.table.token_ids.tolist() if self.parser.scan_token(chart, t) is not None]
         complete = self.eos_ids and self.parser.is_complete(chart[-1])
         if not specials and not complete:
@@ -237,7 +291,7 @@ class PDATokenTable:
     def _stack_dfa(self) -> StackDFA:
         """The table's stack DFA, made on first use (it is grown and kept across masks)."""
         if self._stack is None:
-            self._stack = StackDFA(self.table, self.parser, self.token_bytes)
+            self._stack = StackDFA(self.table, self.parser, self.token_bytes, self.limits)
         return self._stack
 
     def _check(self, chart: Sequence[ChartSet], cands: np.ndarray) -> np.ndarray:

@@ -22,10 +22,10 @@ from gramc.automata.bind import TokenRows, bind_state, forced_lengths
 from gramc.automata.pda_table import PDATable
 from gramc.automata.tables import DEAD, DFATable
 from gramc.automata.trie import TokenTrie
-from gramc.runtime.bitmask import n_words, pack_rows, set_bits, unpack_row
+from gramc.bitmask import n_words, pack_rows, set_bits, unpack_row
+from gramc.limits import DEFAULT_RUNTIME_LIMITS, RuntimeLimits
+from gramc.runtime.cache import LRUCache
 
-#: Bytes of dense next-state rows a table may cache (beyond it, commits binary-search a row).
-DENSE_BUDGET = 256 << 20
 #: A DFA's loops, for sharing node slices, are made of the transitions on cycles of at most
 #: this many bytes: a string body's (an escaped surrogate pair is 12), not the document's.
 SHORT_LOOP_BYTES = 12
@@ -34,7 +34,8 @@ SHORT_LOOP_BYTES = 12
 class TokenTable:
     """Allowed tokens per DFA state, eager (all states bound) or lazy (bound on first use)."""
 
-    def __init__(self, dfa: DFATable, vocab_size: int, eos_ids: tuple[int, ...]):
+    def __init__(self, dfa: DFATable, vocab_size: int, eos_ids: tuple[int, ...],
+                 limits: RuntimeLimits = DEFAULT_RUNTIME_LIMITS):
         self.dfa = dfa
         self.vocab_size = vocab_size
         self.eos_ids = tuple(eos_ids)
@@ -43,36 +44,61 @@ class TokenTable:
         self._ids: list[np.ndarray | None] = [None] * n
         self._next: list[np.ndarray | None] = [None] * n
         self._forced = np.full(n, -2, dtype=np.int32)  # -2: not bound yet
-        self._words: np.ndarray | None = None  # eager: all rows; lazy: per-state dict
-        self._word_rows: dict[int, np.ndarray] = {}
-        self._masks: dict[tuple[int, int], np.ndarray] = {}
+        self._words: np.ndarray | None = None  # eager: all rows; lazy: the _word_rows cache
         self._views: dict[str, list[np.ndarray]] = {}
         self._trie: TokenTrie | None = None
-        self._walk_buffers = None  # lazy: made on the first bind
         self._slices = None  # lazy: the DFA's node slices, made on the first mask
         self._exit_walk: tuple[np.ndarray, np.ndarray] | None = None  # (delta, marks) for walk_rows
         self._forced_len: np.ndarray | None = None
+        self.set_limits(limits)
+
+    def set_limits(self, limits: RuntimeLimits) -> None:
+        """Bound the caches by ``limits`` (they start empty)."""
+        self.limits = limits
+        n = self.dfa.n_states
+        self._word_rows = LRUCache(limits.dfa_rows)  # lazy: packed rows by state
+        self._masks = LRUCache(limits.bool_masks)  # bool masks by (state, size)
+        # A lazy table's bound rows of ids and next states are a cache too (an eager one's
+        # are its data); forgetting one sends its commits back to the token's bytes.
+        self._bound = LRUCache(limits.dfa_rows, self._forget_row)
+        if self._slices is not None:
+            self._slices.set_limits(limits)
+        if self._trie is not None:
+            for q in range(n):
+                self._ids[q] = self._next[q] = None
         # Dense next-state rows (int32[V]) per state, built on a state's first commit when the
-        # whole table would fit DENSE_BUDGET; a commit is then one array index.
+        # whole table would fit ``dense_row_bytes``; a commit is then one array index.
         self._dense: list[np.ndarray | None] | None = (
-            [None] * n if n * vocab_size * 4 <= DENSE_BUDGET else None
+            [None] * n if n * self.vocab_size * 4 <= limits.dense_row_bytes else None
         )
+
+    def _forget_row(self, q: int, _) -> None:
+        self._ids[q] = self._next[q] = None
+
+    def cache_stats(self) -> dict[str, dict[str, int]]:
+        """Per cache: entries now, its bound, and evictions so far."""
+        out = {"bool_masks": self._masks.stats()}
+        if self._trie is not None:
+            out.update(dfa_rows=self._word_rows.stats(), dfa_bound_rows=self._bound.stats())
+        return out
 
     # ------------------------------------------------------------ construction
 
     @classmethod
-    def eager(cls, dfa: DFATable, rows: TokenRows, vocab_size: int, eos_ids) -> "TokenTable":
+    def eager(cls, dfa: DFATable, rows: TokenRows, vocab_size: int, eos_ids,
+              limits: RuntimeLimits = DEFAULT_RUNTIME_LIMITS) -> "TokenTable":
         """A table with every state bound, from rows covering states ``0..S-1`` in order."""
-        table = cls(dfa, vocab_size, eos_ids)
+        table = cls(dfa, vocab_size, eos_ids, limits)
         table._install(rows)
         indptr, ids = table._with_eos(rows)
         table._words = pack_rows(indptr, ids, vocab_size)
         return table
 
     @classmethod
-    def lazy(cls, dfa: DFATable, trie: TokenTrie, eos_ids) -> "TokenTable":
+    def lazy(cls, dfa: DFATable, trie: TokenTrie, eos_ids,
+             limits: RuntimeLimits = DEFAULT_RUNTIME_LIMITS) -> "TokenTable":
         """A table that binds each state against ``trie`` the first time it is used."""
-        table = cls(dfa, trie.vocab_size, eos_ids)
+        table = cls(dfa, trie.vocab_size, eos_ids, limits)
         table._trie = trie
         table._forced_len = forced_lengths(dfa)
         return table
@@ -85,31 +111,29 @@ class TokenTable:
             self._forced[q] = rows.forced_token[k]
 
     def _with_eos(self, rows: TokenRows) -> tuple[np.ndarray, np.ndarray]:
-        """CSR rows (ids grouped by row, not sorted) with EOS added to accepting states."""
-        n = len(rows.states)
-        owner = np.repeat(np.arange(n), np.diff(rows.indptr))
-        accepting = np.flatnonzero(self.dfa.accept[rows.states])
-        eos_owner = np.repeat(accepting, len(self._eos))
-        owner = np.concatenate([owner, eos_owner])
-        ids = np.concatenate([rows.token_ids, np.tile(self._eos, len(accepting))])
-        order = np.argsort(owner, kind="stable")
-        indptr = np.concatenate([[0], np.cumsum(np.bincount(owner, minlength=n))])
-        return indptr, ids[order]
+        """CSR rows (ids grouped by row, not sorted) with EOS added to accepting states: the
+        EOS ids are inserted at the end of those rows (no per-token temporaries, which on a
+        large table cost several times the rows themselves)."""
+        accepting = self.dfa.accept[rows.states]
+        at = np.repeat(rows.indptr[1:][accepting], len(self._eos))
+        ids = np.insert(rows.token_ids, at, np.tile(self._eos, int(accepting.sum())))
+        added = np.concatenate([[0], np.cumsum(accepting * len(self._eos))])
+        return rows.indptr + added, ids
 
     def _bind(self, q: int) -> None:
         if self._trie is None:
             raise AssertionError("eager token tables are fully bound")
-        if self._walk_buffers is None:
-            from gramc.automata.walk import WalkBuffers  # numba: imported on the first bind
+        from gramc.automata.walk import shared_buffers  # numba: imported on the first bind
 
-            self._walk_buffers = WalkBuffers(len(self._trie.sorted_ids))
-        rows, words, dense = bind_state(self.dfa, self._trie, q, self._forced_len, self._walk_buffers)
+        buf = shared_buffers(len(self._trie.sorted_ids))
+        rows, words, dense = bind_state(self.dfa, self._trie, q, self._forced_len, buf)
         self._install(rows)
         if dense is not None and self._dense is not None:
             self._dense[q] = dense
         if self.dfa.accept[q]:
             set_bits(words, self._eos)
-        self._word_rows[q] = words
+        self._word_rows.put(q, words)
+        self._bound.put(q, None)
 
     # ------------------------------------------------------------ lookups
 
@@ -143,7 +167,7 @@ class TokenTable:
             return self._words[q]
         row = self._word_rows.get(q)
         if row is None:
-            row = self._word_rows[q] = self._sliced_words(q)
+            row = self._word_rows.put(q, self._sliced_words(q))
         return row
 
     def _sliced_words(self, q: int) -> np.ndarray:
@@ -153,7 +177,7 @@ class TokenTable:
 
         if self._slices is None:
             as_pda = _without_calls(self.dfa)
-            self._slices = NodeSlices(as_pda, self._trie, short_loops=SHORT_LOOP_BYTES)
+            self._slices = NodeSlices(as_pda, self._trie, short_loops=SHORT_LOOP_BYTES, limits=self.limits)
             self._exit_walk = (as_pda.delta, np.zeros(len(as_pda.delta), dtype=np.bool_))  # (table, no marks)
         dfa = self.dfa
         found = self._slices.slice_for(q) if self._slices.reads(q) else None
@@ -172,7 +196,7 @@ class TokenTable:
         if mask is None:
             mask = unpack_row(self.words(q), size)
             mask.flags.writeable = False
-            self._masks[key] = mask
+            self._masks.put(key, mask)
         return mask
 
     def next_state(self, q: int, token: int) -> int:
@@ -209,15 +233,14 @@ class TokenTable:
 
     def all_rows(self) -> TokenRows:
         """Rows of every state (binding the rest first when lazy), for writing an artifact."""
-        for q in range(self.dfa.n_states):
-            self.row(q)
-        counts = np.array([len(i) for i in self._ids], dtype=np.int64)
+        rows = [self.row(q) for q in range(self.dfa.n_states)]  # a lazy table's may be evicted since
+        counts = np.array([len(i) for i, _ in rows], dtype=np.int64)
         empty = np.zeros(0, dtype=np.int32)
         return TokenRows(
             states=np.arange(self.dfa.n_states),
             indptr=np.concatenate([[0], np.cumsum(counts)]),
-            token_ids=np.concatenate(self._ids) if len(self._ids) else empty,
-            next_state=np.concatenate(self._next) if len(self._next) else empty,
+            token_ids=np.concatenate([i for i, _ in rows]) if rows else empty,
+            next_state=np.concatenate([n for _, n in rows]) if rows else empty,
             forced_token=self._forced.copy(),
         )
 

@@ -25,6 +25,7 @@ from typing import Any
 
 from gramc.compiler.ir import Grammar
 from gramc.errors import GramcWarning, SchemaError, Span
+from gramc.limits import DEFAULT_LIMITS, Limits
 from gramc.schemas.options import Approximation, SchemaOptions
 
 #: Python recursion limit while compiling (the walker recurses along the schema's nesting).
@@ -35,23 +36,31 @@ __all__ = ["schema_to_grammar", "parse_schema_text", "compile_schema_text", "Sch
 
 
 def schema_to_grammar(schema: dict | bool, options: SchemaOptions = SchemaOptions(),
-                      source_name: str = "<schema>") -> tuple[Grammar, list[Approximation]]:
+                      source_name: str = "<schema>",
+                      limits: Limits = DEFAULT_LIMITS) -> tuple[Grammar, list[Approximation]]:
     """The grammar of the JSON texts of the instances of ``schema``, and the list of
     over-approximations made (each also issued as a :class:`GramcWarning`).
+
+    ``limits``: ``max_nesting`` bounds how deeply the schema document nests, ``max_repeat``
+    the counts that become counted repetitions (``minItems``/``maxItems``,
+    ``minContains``/``maxContains``, ``minProperties``/``maxProperties``, counted
+    ``minLength``/``maxLength``) and the ``{m,n}`` of patterns.
 
     Raises:
         SchemaError: an invalid schema, an unresolvable ``$ref`` (the pointer names it), or in
             strict mode a keyword that cannot be enforced exactly.
+        LimitExceededError: a limit of ``limits`` was exceeded (the message has the pointer).
     """
     from gramc.schemas.compiler import SchemaCompiler
     from gramc.schemas.refs import Document
 
     if not isinstance(schema, (dict, bool)):
         raise SchemaError(f"a schema must be a JSON object or a boolean, not {type(schema).__name__}", "#")
+    check_nesting(schema, limits)
     limit = sys.getrecursionlimit()
     sys.setrecursionlimit(max(limit, RECURSION_LIMIT))
     try:
-        compiler = SchemaCompiler(Document(schema), options)
+        compiler = SchemaCompiler(Document(schema), options, limits)
         grammar = compiler.compile()
     except RecursionError:
         raise SchemaError("the schema is nested too deeply to compile", "#") from None
@@ -62,6 +71,22 @@ def schema_to_grammar(schema: dict | bool, options: SchemaOptions = SchemaOption
     for item in compiler.approximations + compiler.restrictions:
         warnings.warn(GramcWarning(f"{source_name}: {item}"), stacklevel=2)
     return grammar, list(compiler.approximations)
+
+
+def check_nesting(schema: Any, limits: Limits) -> None:
+    """LimitExceededError naming the first object or array nested deeper than
+    ``max_nesting`` (walked iteratively: the compiler's own walk recurses along it)."""
+    from gramc.schemas.refs import escape_token
+
+    todo: list[tuple[Any, int, str]] = [(schema, 0, "")]
+    while todo:
+        node, depth, pointer = todo.pop()
+        items = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else ()
+        for key, child in items:
+            if isinstance(child, (dict, list)):
+                where = f"{pointer}/{escape_token(str(key))}"
+                limits.check("max_nesting", depth + 1, f"schema nesting at #{where}")
+                todo.append((child, depth + 1, where))
 
 
 def parse_schema_text(text: str, source_name: str = "<schema>") -> Any:
@@ -81,8 +106,9 @@ def parse_schema_text(text: str, source_name: str = "<schema>") -> Any:
         raise SchemaError(f"invalid JSON in {source_name}: {err}", "") from None
 
 
-def compile_schema_text(text: str, options: dict, source_name: str = "<schema>") -> Grammar:
+def compile_schema_text(text: str, options: dict, source_name: str = "<schema>",
+                        limits: Limits = DEFAULT_LIMITS) -> Grammar:
     """The ``json_schema`` frontend: schema text and :meth:`CompileOptions.to_meta` -> grammar."""
     schema = parse_schema_text(text, source_name)
-    grammar, _ = schema_to_grammar(schema, SchemaOptions.from_compile_options(options), source_name)
+    grammar, _ = schema_to_grammar(schema, SchemaOptions.from_compile_options(options), source_name, limits)
     return grammar

@@ -18,3 +18,13 @@ class NotExpressible(Exception):
         self.keyword = keyword
         self.reason = reason
         super().__init__(f"{keyword}: {reason}")
+
+
+class InvalidKeyword(Exception):
+    """A keyword whose value is invalid (a ``pattern`` that is no regular expression): the
+    schema is invalid, which is an error, never an approximation."""
+
+    def __init__(self, keyword: str, reason: str):
+        self.keyword = keyword
+        self.reason = reason
+        super().__init__(f"{keyword}: {reason}")

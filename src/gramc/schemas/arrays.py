@@ -96,9 +96,9 @@ class ArrayMixin:
             if isinstance(part, Neg):
                 continue
             kw = self.keywords(part)
-            n = kw.count("minItems")
+            n = self.counted(kw, "minItems")
             lo = max(lo, n or 0)
-            n = kw.count("maxItems")
+            n = self.counted(kw, "maxItems")
             if n is not None:
                 hi = n if hi is None else min(hi, n)
         return lo, hi
@@ -117,9 +117,9 @@ class ArrayMixin:
                 view.has_contains = view.has_contains or kw.where("contains")
                 lo, hi = 1, None
                 if self.doc.draft >= 2019 or not isinstance(part, Node):
-                    lo = kw.count("minContains")
+                    lo = self.counted(kw, "minContains")
                     lo = 1 if lo is None else lo
-                    hi = kw.count("maxContains")
+                    hi = self.counted(kw, "maxContains")
                 if lo > 0 or hi is not None:
                     view.contains.append((kw.sub("contains"), lo, hi, 0, kw.where("contains")))
             if "$containsRest" in kw:

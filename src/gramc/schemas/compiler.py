@@ -29,6 +29,7 @@ from typing import Any, Iterator
 
 from gramc.compiler.ir import NOTHING, Expr, Grammar, Ref, alt, literal, walk
 from gramc.errors import GramcWarning, SchemaError
+from gramc.limits import DEFAULT_LIMITS, Limits
 from gramc.schemas import leaves
 from gramc.schemas.arrays import ArrayMixin
 from gramc.schemas.atoms import FALSE, TRUE, Atom, Keywords, Neg, Node, Synth
@@ -72,9 +73,11 @@ FALSE_FLAT = Flat((), True)
 class SchemaCompiler(CombinatorMixin, ObjectMixin, ArrayMixin):
     """Compiles one schema document; see the module docstring."""
 
-    def __init__(self, doc: Document, options: SchemaOptions = SchemaOptions()):
+    def __init__(self, doc: Document, options: SchemaOptions = SchemaOptions(),
+                 limits: Limits = DEFAULT_LIMITS):
         self.doc = doc
         self.options = options
+        self.limits = limits
         self.ws = Whitespace(options.whitespace, options.max_whitespace)
         self.approximations: list[Approximation] = []
         self.restrictions: list[Restriction] = []
@@ -158,6 +161,14 @@ class SchemaCompiler(CombinatorMixin, ObjectMixin, ArrayMixin):
     def _mark_inexact(self) -> None:
         for frame in self._frames:
             frame[0] = False
+
+    def counted(self, kw: Keywords, key: str) -> int | None:
+        """The count ``key`` (``minItems``...) of ``kw``, which becomes a counted repetition:
+        checked against ``max_repeat``."""
+        n = kw.count(key)
+        if n is not None:
+            self.limits.check("max_repeat", n, f"{key} at {kw.where(key)}")
+        return n
 
     def count_branches(self, n: int, where: str) -> None:
         self.branches += n
@@ -437,13 +448,13 @@ class SchemaCompiler(CombinatorMixin, ObjectMixin, ArrayMixin):
 
     def finite(self, parts: tuple, kind: str) -> Expr | None:
         """The listed values of ``kind`` that satisfy every part, or None without a list."""
-        source = None
+        source, listing = None, None
         for part in parts:
             if isinstance(part, Neg):
                 continue
             kw = self.keywords(part)
             if "const" in kw or "enum" in kw:
-                source = kw
+                source, listing = kw, part
                 break
         if source is None:
             return None
@@ -453,8 +464,13 @@ class SchemaCompiler(CombinatorMixin, ObjectMixin, ArrayMixin):
             candidates = source.get("enum")
             if not isinstance(candidates, list):
                 raise source.fail("enum", "an array")
+            if isinstance(listing, Node):
+                # Each candidate is in its own enum: checking that again is a scan of the
+                # whole list per value, quadratic in the enum's size.
+                parts = tuple(listing.without("enum") if p is listing else p for p in parts)
         out, seen = [], set()
         checker = self.checker()
+        checks = [checker.predicate(p) for p in parts]
         members = None
         if self.options.property_order == "any":
             members = partial(self._listed_members, where=source.where("const" if "const" in source else "enum"))
@@ -464,7 +480,7 @@ class SchemaCompiler(CombinatorMixin, ObjectMixin, ArrayMixin):
             text = canonical_text(value)
             if text in seen:
                 continue
-            if all(checker.is_valid(p, value) for p in parts):
+            if all(check(value) for check in checks):
                 seen.add(text)
                 out.append(value_ir(value, self.ws, members))
         return alt(*out)
@@ -516,7 +532,8 @@ class SchemaCompiler(CombinatorMixin, ObjectMixin, ArrayMixin):
         return expr
 
     def string_leaf(self, lo, hi, pattern, fmt, where) -> Expr:
-        return leaves.string_ir(lo, hi, pattern, fmt, where, self.approx, self.options.strict, self.note)
+        return leaves.string_ir(lo, hi, pattern, fmt, where, self.approx, self.options.strict, self.note,
+                                self.limits)
 
     def note(self, message: str) -> None:
         """A warning that is not an approximation (an unknown format, an annotation)."""

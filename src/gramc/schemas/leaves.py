@@ -15,8 +15,9 @@ from math import gcd
 from typing import Callable
 
 from gramc.compiler.ir import Expr
-from gramc.errors import SchemaError
-from gramc.schemas.approx import NotExpressible
+from gramc.errors import LimitExceededError, SchemaError
+from gramc.limits import DEFAULT_LIMITS, Limits
+from gramc.schemas.approx import InvalidKeyword, NotExpressible
 
 Report = Callable[[str, str, str], None]  # (keyword, pointer, reason)
 
@@ -44,7 +45,7 @@ def lcm_of(values: list[int | float]) -> int | Decimal:
 
 def string_ir(min_length: int | None, max_length: int | None, pattern: str | None, fmt: str | None,
               where: dict[str, str], report: Report, strict: bool = False,
-              warn: Callable[[str], None] | None = None) -> Expr:
+              warn: Callable[[str], None] | None = None, limits: Limits = DEFAULT_LIMITS) -> Expr:
     """The JSON string literals whose value satisfies the constraints.
 
     The primitive gets all of them at once; when it cannot combine them compactly, each
@@ -52,7 +53,8 @@ def string_ir(min_length: int | None, max_length: int | None, pattern: str | Non
     A constraint that cannot be built exactly at all is reported and dropped. Formats gramc
     does not know are annotations (a warning through ``warn``, nothing enforced); formats it
     only over-approximates are reported, except in strict mode for ``time``/``date-time``,
-    which then use the exact (large) leap-second automaton."""
+    which then use the exact (large) leap-second automaton. ``limits`` bounds the pattern and
+    the counted lengths (:class:`~gramc.errors.LimitExceededError`, never approximated)."""
     from gramc.schemas.strings import json_string_ir
 
     def at(key: str) -> str:
@@ -61,20 +63,26 @@ def string_ir(min_length: int | None, max_length: int | None, pattern: str | Non
     if fmt is not None:
         fmt = _known_format(fmt, at("format"), warn)
     try:
-        return json_string_ir(min_length, max_length, pattern, fmt)
+        return json_string_ir(min_length, max_length, pattern, fmt, limits=limits)
+    except InvalidKeyword as err:
+        raise SchemaError(err.reason, at(err.keyword)) from None
     except NotExpressible:
         pass
+    except LimitExceededError as err:
+        length = err.where in ("minLength", "maxLength")
+        where = f"{err.where} at {at(err.where)}" if length else f"{err.where} in the pattern at {at('pattern')}"
+        raise LimitExceededError(err.limit, err.value, err.maximum, where, err.span) from None
     except ValueError as err:
         raise SchemaError(str(err), at("minLength")) from None
     core = []
     if pattern is not None:
-        core.append(_one(lambda: json_string_ir(pattern=pattern), at, report))
+        core.append(_one(lambda: json_string_ir(pattern=pattern, limits=limits), at, report))
     if fmt is not None:
         core.append(_format_lang(fmt, at("format"), report, strict))
     core = [x for x in core if x is not None]
     out = _intersect(core, "format", at("format"), report)
     if min_length or max_length is not None:
-        lengths = _one(lambda: json_string_ir(min_length, max_length), at, report)
+        lengths = _one(lambda: json_string_ir(min_length, max_length, limits=limits), at, report)
         if lengths is not None:
             out = lengths if out is None else _intersect([out, lengths], "maxLength", at("maxLength"), report)
     return json_string_ir() if out is None else out

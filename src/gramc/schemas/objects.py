@@ -150,9 +150,9 @@ class ObjectMixin:
             seen_names.update(dict.fromkeys(props))
             names = self._draft3_required(kw) if isinstance(kw.get("required"), bool) else kw.names("required")
             required.update(dict.fromkeys(names))
-            n = kw.count("minProperties")
+            n = self.counted(kw, "minProperties")
             view.lo = max(view.lo, n or 0)
-            n = kw.count("maxProperties")
+            n = self.counted(kw, "maxProperties")
             if n is not None:
                 view.hi = n if view.hi is None else min(view.hi, n)
             if "propertyNames" in kw:
@@ -185,14 +185,16 @@ class ObjectMixin:
         self.approx("required", kw.where("required"), "a boolean 'required' (draft-03) is ignored")
         return []
 
-    def pattern_lang(self, regex: str) -> Expr | None:
-        """The JSON string literals whose value matches ``regex`` (None: not exactly)."""
+    def pattern_lang(self, regex: str, where: str = "#") -> Expr | None:
+        """The JSON string literals whose value matches ``regex`` (None: not exactly);
+        ``where`` locates it for the error if it is no regular expression."""
         cache = self.__dict__.setdefault("_pattern_langs", {})
         if regex not in cache:
             from gramc.schemas import leaves
 
             failures: list = []
-            expr = leaves.string_ir(None, None, regex, None, {}, lambda *a: failures.append(a))
+            expr = leaves.string_ir(None, None, regex, None, {"": where}, lambda *a: failures.append(a),
+                                    limits=self.limits)
             cache[regex] = None if failures else expr  # the caller reports a failure
         return cache[regex]
 
@@ -299,7 +301,7 @@ class ObjectMixin:
         for p in view.parts:
             for rx, _, where in p.patterns:
                 patterns.setdefault(rx, where)
-        langs = {rx: self.pattern_lang(rx) for rx in patterns}
+        langs = {rx: self.pattern_lang(rx, patterns[rx]) for rx in patterns}
         inexact = [rx for rx, lang in langs.items() if lang is None]
         for rx in inexact:
             self.approx("patternProperties", patterns[rx], f"the pattern {rx!r} cannot be matched "

@@ -47,8 +47,9 @@ from gramc.compiler.ir import (
     seq,
 )
 from gramc.compiler.unicode import ALL_CODEPOINTS, CodepointSet
-from gramc.errors import GramcError
-from gramc.schemas.approx import NotExpressible
+from gramc.errors import GramcError, GrammarSyntaxError, LimitExceededError
+from gramc.limits import DEFAULT_LIMITS, Limits
+from gramc.schemas.approx import InvalidKeyword, NotExpressible
 from gramc.schemas.numbers import expanded_size
 
 #: Largest minLength / maxLength lowered as a counted repetition (the DFA grows with it).
@@ -203,7 +204,8 @@ def json_string_excluding(names: Iterable[str]) -> Expr:
 
 
 class _Letters:
-    def __init__(self) -> None:
+    def __init__(self, limits: Limits = DEFAULT_LIMITS) -> None:
+        self.limits = limits
         self.sets: dict[int, CodepointSet] = {}
         self.ids: dict[CodepointSet, int] = {}
 
@@ -216,8 +218,15 @@ class _Letters:
     def pattern(self, pattern: str, keyword: str, search: bool) -> Expr:
         try:
             if search:
-                return parse_regex_search(pattern, source_name=keyword, charset_to_ir=self.letter)
-            return parse_regex(pattern, source_name=keyword, charset_to_ir=self.letter)
+                return parse_regex_search(pattern, source_name=keyword, charset_to_ir=self.letter,
+                                          limits=self.limits)
+            return parse_regex(pattern, source_name=keyword, charset_to_ir=self.letter, limits=self.limits)
+        except LimitExceededError:
+            raise  # the caller's limit, not an inexpressible pattern: never approximated
+        except GrammarSyntaxError as e:
+            if _python_rejects(pattern):  # a second opinion before calling the schema invalid
+                raise InvalidKeyword(keyword, f"{pattern!r} is not a valid regular expression ({e})") from e
+            raise NotExpressible(keyword, str(e)) from e
         except GramcError as e:
             raise NotExpressible(keyword, str(e)) from e
 
@@ -349,6 +358,7 @@ def json_string_ir(
     *,
     allow_approximate_format: bool = False,
     exact_leap_seconds: bool = False,
+    limits: Limits = DEFAULT_LIMITS,
 ) -> Expr:
     """The complete JSON string literals (quotes included) whose decoded value satisfies
     ``minLength``/``maxLength`` (code points), ``pattern`` (ECMA-262, unanchored) and
@@ -359,6 +369,8 @@ def json_string_ir(
             exactly (see :func:`gramc.schemas.formats.format_spec`) instead of raising; the
             caller is then responsible for warning about it.
         exact_leap_seconds: use the exact (large) ``time``/``date-time`` regex.
+        limits: ``max_repeat`` bounds counted lengths and the pattern's ``{m,n}``,
+            ``max_nesting`` the pattern's groups.
 
     Raises:
         NotExpressible: ``format`` is unknown or only approximate (keyword ``format``); the
@@ -367,6 +379,7 @@ def json_string_ir(
             :data:`MAX_COUNTED_LENGTH`, or lengths that cannot be combined with the
             pattern/format compactly (``minLength``, ``maxLength`` or ``minLength/maxLength``).
         ValueError: a length that is not a non-negative integer.
+        LimitExceededError: a counted length or the pattern exceeds ``limits``.
 
     >>> print(json_string_ir(min_length=1, max_length=2, pattern="^[a-c]+$"))
     "\\"" ([a-c] | "\\\\u006" [1-3]){1,2} "\\""
@@ -379,8 +392,9 @@ def json_string_ir(
                 raise NotExpressible(
                     name, f"{value} is above the largest counted length {MAX_COUNTED_LENGTH}"
                 )
+            limits.check("max_repeat", value, name)
     lo, hi = min_length or 0, max_length
-    letters = _Letters()
+    letters = _Letters(limits)
     lang = None
     if format is not None:
         from gramc.schemas.formats import format_pattern, format_spec
@@ -437,6 +451,17 @@ def _format_body(name: str, allow_approximate: bool, exact_leap_seconds: bool) -
     )
     assert isinstance(full, Seq) and full.items[0] is QUOTE and full.items[-1] is QUOTE
     return seq(*full.items[1:-1])
+
+
+def _python_rejects(pattern: str) -> bool:
+    """Python's ``re`` cannot compile the pattern either (its syntax is close to ECMA-262's)."""
+    import re
+
+    try:
+        re.compile(pattern)
+    except (re.error, OverflowError, RecursionError):
+        return True
+    return False
 
 
 def _length_keyword(min_length, max_length) -> str:

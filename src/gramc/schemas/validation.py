@@ -8,6 +8,7 @@ OpenAPI ``nullable: true`` is honoured (``null`` is added to ``type``), as the w
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from typing import Any
 
 from gramc.schemas.atoms import FALSE, TRUE, Atom, Neg, Node, Synth
@@ -29,10 +30,23 @@ class ValueChecker:
     def is_valid(self, atom: Atom, value: Any) -> bool:
         """True when ``value`` satisfies ``atom`` (errors inside jsonschema count as valid:
         the caller keeps the value, the safe side for an over-approximation)."""
+        return self.predicate(atom)(value)
+
+    def predicate(self, atom: Atom) -> Callable[[Any], bool]:
+        """``is_valid`` for one atom, its schema converted and its validator made once (an
+        ``enum`` of n values checks n values against the same atoms)."""
         try:
-            return self._validator.evolve(schema=self.schema_of(atom)).is_valid(value)
+            validator = self._validator.evolve(schema=self.schema_of(atom))
         except Exception:  # noqa: BLE001 - a broken subschema must not forbid a value
-            return True
+            return lambda value: True
+
+        def check(value: Any) -> bool:
+            try:
+                return validator.is_valid(value)
+            except Exception:  # noqa: BLE001 - as above
+                return True
+
+        return check
 
     def schema_of(self, atom: Atom) -> Any:
         """A plain JSON Schema for an atom (subschemas of made-up atoms are inlined)."""

@@ -158,6 +158,21 @@ class Vocab:
             ),
         )
 
+    def with_eos(self, eos: int | str | Iterable[int | str]) -> Vocab:
+        """The same vocabulary with ``eos`` (ids and/or special-token texts) as its only
+        end-of-sequence tokens (a new fingerprint: artifacts record their EOS ids).
+
+        >>> Vocab.from_list(["a", "<end>"], special_names={"<end>": 1}).with_eos("<end>").eos_ids
+        (1,)
+
+        Raises:
+            VocabularyError: a text that names no special token, or an id out of range.
+        """
+        from gramc.vocab.pieces import resolve_eos
+
+        ids = resolve_eos(eos, self._special_names, f"vocabulary {self.name!r}")
+        return Vocab(self.tokens, self.special_ids, ids or (), self._special_names, self.name)
+
     # -- constructors ------------------------------------------------------------------------
 
     @classmethod
@@ -275,8 +290,8 @@ class Vocab:
     @classmethod
     def from_llama_cpp(cls, llm: Any) -> Vocab:
         """The vocabulary of a ``llama_cpp.Llama`` model (control/unused tokens special, the
-        end-of-generation ids as EOS). See :mod:`gramc.integrations.llama_cpp`."""
-        from gramc.integrations.llama_cpp import vocab_from_llama_cpp
+        end-of-generation ids as EOS). See :mod:`gramc.vocab.llama_cpp`."""
+        from gramc.vocab.llama_cpp import vocab_from_llama_cpp
 
         return vocab_from_llama_cpp(llm)
 

@@ -29,9 +29,8 @@ def load_vocab(spec: str | os.PathLike | Vocab) -> Vocab:
     ========================== ===============================================================
     ``"gpt2"``                 :meth:`Vocab.gpt2` (bundled)
     ``*.json``                 :meth:`Vocab.from_tokenizer_json`
-    ``*.tiktoken``             :meth:`Vocab.from_tiktoken`, without specials: the format has
-                               none (for GPT-2 call ``Vocab.from_tiktoken(path,
-                               {"<|endoftext|>": 50256})``, or use ``"gpt2"``)
+    ``*.tiktoken``             :meth:`Vocab.from_tiktoken`: a standard encoding's file gets
+                               its specials, any other none (with a warning: no EOS)
     ``*.gguf``                 :meth:`Vocab.from_gguf`
     a folder                   its ``tokenizer.json``
     a :class:`Vocab`           returned as is

@@ -1,7 +1,9 @@
 """Frontends: source text -> IR grammar. One module per source language.
 
-:data:`FRONTENDS` maps a format name to a function ``(source, options, source_name) ->
-Grammar`` (``options`` is :meth:`CompileOptions.to_meta`, ``source_name`` is used in errors);
+:data:`FRONTENDS` maps a format name to a function ``(source, options, source_name, limits)
+-> Grammar`` (``options`` is :meth:`CompileOptions.to_meta`, ``source_name`` is used in errors,
+``limits`` is the caller's :class:`~gramc.limits.Limits`: ``max_repeat`` and ``max_nesting``
+are enforced by every frontend);
 :data:`EXTENSIONS` maps file extensions to format names for ``--format auto``.
 """
 
@@ -10,39 +12,41 @@ from __future__ import annotations
 from typing import Callable
 
 from gramc.compiler.ir import Grammar
+from gramc.limits import Limits
 
 
-def _regex(source: str, options: dict, source_name: str) -> Grammar:
+def _regex(source: str, options: dict, source_name: str, limits: Limits) -> Grammar:
     from gramc.compiler.frontends.regex import parse_regex
 
-    return Grammar.single(parse_regex(source, dialect=options["regex_dialect"], source_name=source_name))
+    return Grammar.single(parse_regex(source, dialect=options["regex_dialect"], source_name=source_name,
+                                      limits=limits))
 
 
-def _gbnf(source: str, options: dict, source_name: str) -> Grammar:
+def _gbnf(source: str, options: dict, source_name: str, limits: Limits) -> Grammar:
     from gramc.compiler.frontends.gbnf import parse_gbnf
 
-    return parse_gbnf(source, source_name=source_name)
+    return parse_gbnf(source, source_name=source_name, limits=limits)
 
 
-def _ebnf(source: str, options: dict, source_name: str) -> Grammar:
+def _ebnf(source: str, options: dict, source_name: str, limits: Limits) -> Grammar:
     from gramc.compiler.frontends.ebnf import parse_ebnf
 
-    return parse_ebnf(source, source_name=source_name)
+    return parse_ebnf(source, source_name=source_name, limits=limits)
 
 
-def _lark(source: str, options: dict, source_name: str) -> Grammar:
+def _lark(source: str, options: dict, source_name: str, limits: Limits) -> Grammar:
     from gramc.compiler.frontends.lark import parse_lark
 
-    return parse_lark(source, source_name=source_name)
+    return parse_lark(source, source_name=source_name, limits=limits)
 
 
-def _json_schema(source: str, options: dict, source_name: str) -> Grammar:
+def _json_schema(source: str, options: dict, source_name: str, limits: Limits) -> Grammar:
     from gramc.schemas import compile_schema_text
 
-    return compile_schema_text(source, options, source_name)
+    return compile_schema_text(source, options, source_name, limits)
 
 
-FRONTENDS: dict[str, Callable[[str, dict, str], Grammar]] = {
+FRONTENDS: dict[str, Callable[[str, dict, str, Limits], Grammar]] = {
     "regex": _regex,
     "gbnf": _gbnf,
     "ebnf": _ebnf,

@@ -75,7 +75,7 @@ from gramc.compiler.ir import (
     seq,
 )
 from gramc.compiler.unicode import ALL_CODEPOINTS
-from gramc.errors import GrammarSyntaxError, UnsupportedFeatureError
+from gramc.errors import GrammarSyntaxError, LimitExceededError, UnsupportedFeatureError
 from gramc.limits import DEFAULT_LIMITS, Limits
 
 EBNF_DIALECTS = ("w3c", "iso", "gbnf-like")
@@ -430,8 +430,9 @@ def _compile_regex(sc: Scanner, pattern: str, flags: str | None, start: int) -> 
     if flags and "i" in flags and not pattern.startswith("(?i)"):
         pattern = "(?i)" + pattern
     try:
-        return parse_regex(pattern, source_name="<Regex()>", max_nesting=sc.limits.max_nesting,
-                           max_repeat=sc.limits.max_repeat)
+        return parse_regex(pattern, source_name="<Regex()>", limits=sc.limits)
+    except LimitExceededError as e:
+        raise LimitExceededError(e.limit, e.value, e.maximum, f"in Regex(): {e.where}", sc.span(start)) from None
     except UnsupportedFeatureError as e:
         raise UnsupportedFeatureError(e.feature, sc.span(start), f"in Regex(): {e.reason}") from None
     except GrammarSyntaxError as e:
@@ -460,7 +461,7 @@ def _substring_macro(sc: Scanner, start: int) -> Expr:
         raise sc.error("Substring() arguments must be strings", start)
     chunks = [encode_codepoints(sc, cps, at) for _, cps, at in args]  # type: ignore[arg-type]
     chunks = [c for c in chunks if c is not EMPTY]
-    sc.limits.check("max_nesting", 2 * len(chunks))
+    sc.limits.check("max_nesting", 2 * len(chunks), "Substring() arguments", sc.span(start))
     tails: list[Expr] = []
     for chunk in reversed(chunks):
         tails.append(seq(chunk, optional(tails[-1])) if tails else chunk)

@@ -290,7 +290,7 @@ def integer(sc: Scanner, limit: str = "max_repeat") -> int:
     if digits is None:
         raise sc.error("expected a number", start)
     value = int(digits) if len(digits) < 20 else 10**20
-    sc.limits.check(limit, value)
+    sc.limits.check(limit, value, "counted repetition", sc.span(start))
     return value
 
 

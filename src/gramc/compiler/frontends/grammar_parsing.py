@@ -203,7 +203,7 @@ class RuleParser:
             self._push(stack[-1], Ref(str(tok.value)))
         elif kind in _OPENERS:
             stack.append(_Frame(kind, tok.offset))
-            self.sc.limits.check("max_nesting", len(stack) - 1)
+            self.sc.limits.check("max_nesting", len(stack) - 1, "nested group", self.sc.span(tok.offset))
         elif kind in _CLOSERS:
             self._close(stack, tok)
         elif kind == "|":

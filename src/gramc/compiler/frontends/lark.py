@@ -65,8 +65,8 @@ from gramc.errors import (
     Span,
     UnsupportedFeatureError,
 )
+from gramc.limits import DEFAULT_LIMITS, Limits
 
-DEFAULT_MAX_REPEAT = 100_000  # largest x~n..m bound (gramc.limits.Limits.max_repeat)
 MAX_TEMPLATE_INSTANCES = 10_000
 MAX_TOKEN_RANGE = 1 << 20  # ids in one <[lo-hi]> range
 IGNORE_RULE = "__ignore"
@@ -79,7 +79,7 @@ def parse_lark(
     start: str = "start",
     *,
     import_paths: Sequence[str] = (),
-    max_repeat: int = DEFAULT_MAX_REPEAT,
+    limits: Limits = DEFAULT_LIMITS,
 ) -> Grammar:
     """Lower a Lark grammar to an IR :class:`~gramc.compiler.ir.Grammar`.
 
@@ -90,7 +90,8 @@ def parse_lark(
             allows ignored text before it.
         import_paths: extra directories for ``%import`` (lark's standard library, e.g.
             ``common``, is always available).
-        max_repeat: the largest bound allowed in ``x~n..m`` and regex ``{m,n}``.
+        limits: ``max_repeat`` bounds ``x~n..m`` and the ``{m,n}`` of terminal regexes,
+            ``max_nesting`` the nesting of ``( )`` / ``[ ]`` groups and of regex groups.
 
     Raises:
         GrammarSyntaxError: the text is not a valid Lark grammar.
@@ -98,17 +99,41 @@ def parse_lark(
             cannot honour.
         LimitExceededError: a repetition bound, template expansion or nesting limit.
     """
+    _check_nesting(text, source_name, limits)
     prepared = _prepare_special_tokens(text, source_name)
     src = _SourceMap(text, source_name, prepared.names)
     src.prepared = prepared.text
     loaded = _load(prepared.text, src, list(import_paths))
     _check_declare(loaded, prepared, src)
     try:
-        return _Lowerer(loaded, src, prepared.tokens, max_repeat).run(start)
+        return _Lowerer(loaded, src, prepared.tokens, limits).run(start)
     except RecursionError:
         depth = sys.getrecursionlimit()
         hint = "the grammar nests deeper than Python's recursion limit"
-        raise LimitExceededError("max_nesting", depth + 1, depth, hint) from None
+        raise LimitExceededError("expression_depth", depth + 1, depth, hint) from None
+
+
+# ---------------------------------------------------------------- nesting
+
+#: What the nesting check skips over: string and regex literals and comments (as lark's
+#: own lexer reads them), so brackets inside them do not count.
+_NESTING_TOKENS = re.compile(
+    r'"(?:\\.|[^"\\\n])*"|/(?!/)(?:\\.|[^/\\])*/|//[^\n]*|#[^\n]*|[(\[]|[)\]]|[^"/#()\[\]]+|.',
+    re.DOTALL,
+)
+
+
+def _check_nesting(text: str, source_name: str, limits: Limits) -> None:
+    """LimitExceededError at the first ``(`` or ``[`` nested deeper than ``max_nesting``
+    (before lark's loader, whose tree walks recurse, sees the text)."""
+    depth = 0
+    for m in _NESTING_TOKENS.finditer(text):
+        bracket = m.group()
+        if bracket in ("(", "["):
+            depth += 1
+            limits.check("max_nesting", depth, "nested group", Span.at(text, m.start(), source_name))
+        elif bracket in (")", "]"):
+            depth = max(depth - 1, 0)
 
 
 # ---------------------------------------------------------------- positions
@@ -230,7 +255,7 @@ def _special_token(raw: str, span: Span) -> Expr:
             raise GrammarSyntaxError(f"invalid token range {raw}", span)
         lo, hi = int(m.group(1)), int(m.group(2) or m.group(1))
         if hi - lo >= MAX_TOKEN_RANGE:
-            raise LimitExceededError("max_token_range", hi - lo + 1, MAX_TOKEN_RANGE, str(span))
+            raise LimitExceededError("max_token_range", hi - lo + 1, MAX_TOKEN_RANGE, "token range", span)
         ids.extend(range(lo, hi + 1))
     return alt(*(Token(i) for i in ids))
 
@@ -373,14 +398,14 @@ def _check_declare(loaded: Any, prepared: _Prepared, src: _SourceMap) -> None:
 class _Lowerer:
     """Lower lark's loaded definitions, reachable from the start rule, to IR rules."""
 
-    def __init__(self, loaded: Any, src: _SourceMap, tokens: dict[str, Expr], max_repeat: int):
+    def __init__(self, loaded: Any, src: _SourceMap, tokens: dict[str, Expr], limits: Limits):
         self.src = src
         self.rule_defs = {n: (tuple(p), t) for n, p, t, _o in loaded.rule_defs}
         self.term_defs = {n: t for n, (t, _p) in loaded.term_defs}
         self.ignore = list(dict.fromkeys(loaded.ignore))
         self.tokens = tokens
-        self.max_repeat = max_repeat
-        self.terms = TerminalLowerer(self._span_of, max_repeat)
+        self.max_repeat = limits.max_repeat
+        self.terms = TerminalLowerer(self._span_of, limits)
         self.rules: dict[str, Expr | None] = {}
         self.queue: deque[tuple] = deque()
         self.instances: dict[tuple, str] = {}

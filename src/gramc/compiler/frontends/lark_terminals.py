@@ -68,6 +68,7 @@ from gramc.errors import (
     Span,
     UnsupportedFeatureError,
 )
+from gramc.limits import Limits
 
 MAX_SHORTEST_STATES = 512  # DFA size above which a lazy quantifier is left greedy
 _SourceError = GrammarSyntaxError | UnsupportedFeatureError
@@ -285,8 +286,7 @@ def repeat_bounds(args: list, span_of: SpanOf, max_repeat: int) -> tuple[int, in
     if lo < 0 or hi < lo:
         raise GrammarSyntaxError(f"bad repetition range ~{lo}..{hi}", span_of(args[1]))
     if hi > max_repeat:
-        where = span_of(args[1])
-        raise LimitExceededError("max_repeat", hi, max_repeat, f"repetition at {where}")
+        raise LimitExceededError("max_repeat", hi, max_repeat, "repetition", span_of(args[1]))
     return lo, hi
 
 
@@ -358,9 +358,9 @@ class TerminalLowerer:
     stand-in); ``name`` is the terminal being lowered, for messages.
     """
 
-    def __init__(self, span_of: SpanOf, max_repeat: int):
+    def __init__(self, span_of: SpanOf, limits: Limits):
         self.span_of = span_of
-        self.max_repeat = max_repeat
+        self.limits = limits
         self.name = ""
         self._memo: dict[int, list[Item]] = {}
 
@@ -423,7 +423,7 @@ class TerminalLowerer:
 
     def _node_expr(self, node: Tree) -> list[Item]:
         inner = self._resolve(self._items(node.children[0]), top=False)
-        lo, hi = repeat_bounds(node.children[1:], self.span_of, self.max_repeat)
+        lo, hi = repeat_bounds(node.children[1:], self.span_of, self.limits.max_repeat)
         return [Piece(repeat(inner.expr, lo, hi), inner.lazy)]
 
     def _node_maybe(self, node: Tree) -> list[Item]:
@@ -450,6 +450,9 @@ class TerminalLowerer:
             return self._regex(pattern.value, pattern.flags, token)
         except _SOURCE_ERRORS as e:
             raise self._regex_error(e, token) from None
+        except LimitExceededError as e:
+            where = f"in regex {token}: {e.where}"
+            raise LimitExceededError(e.limit, e.value, e.maximum, where, self.span_of(token)) from None
 
     def _regex_error(self, e: _SourceError, token: LarkToken) -> _SourceError:
         reason = f"in regex {token}: {e.reason}"
@@ -466,7 +469,7 @@ class TerminalLowerer:
         return self._choice([self._atom_items(a, fl, token, edges=True) for a in alts])
 
     def _parse(self, translated: str, fl: rx.Flags) -> Expr:
-        return parse_regex(rx.prefix(fl) + translated, max_repeat=self.max_repeat)
+        return parse_regex(rx.prefix(fl) + translated, limits=self.limits)
 
     def _atom_items(self, atoms: list, fl: rx.Flags, token: LarkToken, edges: bool) -> list[Item]:
         items: list[Item] = []

@@ -62,10 +62,9 @@ from gramc.errors import (
     Span,
     UnsupportedFeatureError,
 )
+from gramc.limits import DEFAULT_LIMITS, Limits
 
 REGEX_DIALECTS = ("unicode", "bytes")
-DEFAULT_MAX_NESTING = 500  # nested groups (gramc.limits.Limits.max_nesting)
-DEFAULT_MAX_REPEAT = 100_000  # largest {m,n} bound (gramc.limits.Limits.max_repeat)
 
 
 def parse_regex(
@@ -73,8 +72,7 @@ def parse_regex(
     *,
     dialect: str = "unicode",
     source_name: str = "<regex>",
-    max_nesting: int = DEFAULT_MAX_NESTING,
-    max_repeat: int = DEFAULT_MAX_REPEAT,
+    limits: Limits = DEFAULT_LIMITS,
     charset_to_ir: Callable[[CodepointSet], Expr] | None = None,
 ) -> Expr:
     """Parse ``pattern`` into the IR of the strings it matches as a whole.
@@ -83,8 +81,7 @@ def parse_regex(
         pattern: the regex text.
         dialect: ``"unicode"`` (ECMA-262, the default) or ``"bytes"`` (Python ``re`` on bytes).
         source_name: the name error spans carry.
-        max_nesting: the deepest group nesting allowed.
-        max_repeat: the largest ``m``/``n`` allowed in ``{m,n}``.
+        limits: ``max_nesting`` bounds group nesting, ``max_repeat`` the ``m``/``n`` of ``{m,n}``.
         charset_to_ir: (unicode dialect only) how one code point of a set is lowered; the
             default is its UTF-8 encoding (:meth:`CodepointSet.to_ir`). JSON Schema passes a
             function giving every JSON string encoding of the code point instead.
@@ -92,19 +89,19 @@ def parse_regex(
     Raises:
         GrammarSyntaxError: the pattern is malformed.
         UnsupportedFeatureError: the pattern uses lookaround, backreferences, inner anchors...
-        LimitExceededError: ``max_nesting`` or ``max_repeat`` was exceeded.
+        LimitExceededError: ``max_nesting`` or ``max_repeat`` was exceeded (the error's
+            ``span`` is the group or repetition).
         ValueError: ``dialect`` is not one of :data:`REGEX_DIALECTS`, or ``charset_to_ir`` is
             given with the bytes dialect.
     """
-    return _parser(pattern, dialect, source_name, max_nesting, max_repeat, charset_to_ir).parse()
+    return _parser(pattern, dialect, source_name, limits, charset_to_ir).parse()
 
 
 def parse_regex_search(
     pattern: str,
     *,
     source_name: str = "<regex>",
-    max_nesting: int = DEFAULT_MAX_NESTING,
-    max_repeat: int = DEFAULT_MAX_REPEAT,
+    limits: Limits = DEFAULT_LIMITS,
     charset_to_ir: Callable[[CodepointSet], Expr] | None = None,
 ) -> Expr:
     """The IR of the strings in which ECMA-262 ``pattern`` finds a match (``RegExp.test``):
@@ -120,7 +117,7 @@ def parse_regex_search(
     >>> print(parse_regex_search("^ab|c$", charset_to_ir=lower))
     "ab" "?"* | "?"* "c"
     """
-    parser = _parser(pattern, "unicode", source_name, max_nesting, max_repeat, charset_to_ir)
+    parser = _parser(pattern, "unicode", source_name, limits, charset_to_ir)
     parser.search = True
     expr = parser.parse()
     anything = repeat(parser.dialect.lower(_Set(ALL_CODEPOINTS)), 0, None)
@@ -164,7 +161,7 @@ def _split_anchor(expr: Expr, marker: Token, leading: bool) -> tuple[Expr, Expr]
 
 
 
-def _parser(pattern, dialect, source_name, max_nesting, max_repeat, charset_to_ir) -> _Parser:
+def _parser(pattern, dialect, source_name, limits, charset_to_ir) -> _Parser:
     if dialect not in _DIALECTS:
         raise ValueError(f"unknown regex dialect {dialect!r} (expected one of {REGEX_DIALECTS})")
     chosen = _DIALECTS[dialect]
@@ -172,7 +169,7 @@ def _parser(pattern, dialect, source_name, max_nesting, max_repeat, charset_to_i
         if dialect != "unicode":
             raise ValueError("charset_to_ir applies to the unicode dialect only")
         chosen = _UnicodeDialect(charset_to_ir)
-    return _Parser(pattern, chosen, source_name, max_nesting, max_repeat)
+    return _Parser(pattern, chosen, source_name, limits.max_nesting, limits.max_repeat)
 
 
 # ---------------------------------------------------------------- characters and sets
@@ -404,8 +401,7 @@ class _Parser:
         if self._peek() == "?" and not self._group_extension(start):
             return
         if len(self.stack) > self.max_nesting:
-            hint = f"group at {self._span(start)}"
-            raise LimitExceededError("max_nesting", len(self.stack), self.max_nesting, hint)
+            raise LimitExceededError("max_nesting", len(self.stack), self.max_nesting, "group", self._span(start))
         self.stack.append(_Frame(start))
 
     def _close_group(self) -> None:
@@ -586,8 +582,7 @@ class _Parser:
         digits = digits.lstrip("0") or "0"
         value = int(digits) if len(digits) <= 18 else 10**18
         if value > self.max_repeat:
-            hint = f"counted repetition at {self._span(start)}"
-            raise LimitExceededError("max_repeat", value, self.max_repeat, hint)
+            raise LimitExceededError("max_repeat", value, self.max_repeat, "counted repetition", self._span(start))
         return value
 
     def _nothing_to_repeat(self) -> None:

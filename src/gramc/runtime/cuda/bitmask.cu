@@ -1,8 +1,8 @@
 // gramc CUDA kernels, part 1: packed token bitmasks applied to logits in place.
 //
-// The mask layout is fixed in gramc/runtime/bitmask.py: a row is W uint32 words and token j
+// The mask layout is fixed in gramc/bitmask.py: a row is W uint32 words and token j
 // is bit j % 32 of word j / 32 (least significant bit first); bits past the vocabulary are 0.
-// Reference semantics (numpy: gramc.runtime.bitmask.apply_bitmask), for each listed row i:
+// Reference semantics (numpy: gramc.bitmask.apply_bitmask), for each listed row i:
 //
 //     lr = logit_rows ? logit_rows[i] : i        // row of the logits
 //     mr = mask_rows ? mask_rows[i] : i          // row of the mask; < 0: allow nothing

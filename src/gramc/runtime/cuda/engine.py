@@ -9,11 +9,17 @@ to the host except the accepted flags, and only when the caller waits for them.
 PDA rows still compute their masks on the CPU: they are packed into a page-locked buffer,
 uploaded with one copy per step and applied by the bitmask kernel. Slot changes (add, reset)
 are queued on the host and written by one scatter kernel before the next launch.
+
+The engine never reads the batch's state: each call gets the row maps of that call
+(:class:`RowMaps`), and what stays on the host (PDA masks and commits, row layout, token
+conversion) comes through the callbacks of :class:`HostSide`, handed in with each call
+(not kept, so the engine holds no reference back to the batch).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Callable, Protocol
 
 import numpy as np
 
@@ -31,6 +37,42 @@ def resolve_backend(device: Any) -> Backend:
 
         return backend()
     raise GramcError(f"device must be 'cpu', 'cuda' or a gramc.runtime.cuda backend, got {device!r}")
+
+
+class RowMaps(Protocol):
+    """How the rows of one call map to slots (int32 arrays), split by kind.
+
+    ``slots``: the slot of each row; ``dfa_pos`` / ``pda_pos``: the positions of the DFA and
+    PDA rows; ``dfa_slots`` / ``pda_slots``: their slots. ``device`` is where the engine keeps
+    the maps' device copies, for as long as the caller reuses these maps.
+    """
+
+    slots: np.ndarray
+    dfa_pos: np.ndarray
+    dfa_slots: np.ndarray
+    pda_pos: np.ndarray
+    pda_slots: np.ndarray
+    device: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class HostSide:
+    """The batch's work that stays on the host, as callbacks.
+
+    Attributes:
+        by_slot: ``by_slot(n_rows, rows, what)``: whether an array of ``n_rows`` rows is
+            indexed by slot rather than by row (raises for any other row count).
+        fill_pda: ``fill_pda(rows, out)``: the packed masks of the PDA rows, in order, into
+            ``out[:len(rows.pda_pos)]`` (uint32).
+        commit_pda: ``commit_pda(rows, tokens)``: commit the PDA rows' tokens (``tokens``:
+            int64, one per row of the call); returns their accepted flags, in order.
+        host_tokens: ``host_tokens(tokens, n)``: the caller's tokens as int64 on the host.
+    """
+
+    by_slot: Callable[[int, RowMaps, str], bool]
+    fill_pda: Callable[[RowMaps, np.ndarray], None]
+    commit_pda: Callable[[RowMaps, np.ndarray], np.ndarray]
+    host_tokens: Callable[[Any, int], np.ndarray]
 
 
 class DeviceEngine:
@@ -84,7 +126,7 @@ class DeviceEngine:
 
     # ------------------------------------------------------------ row maps
 
-    def _maps(self, plan: Any, by_slot: bool) -> dict[str, Any]:
+    def _maps(self, plan: RowMaps, by_slot: bool) -> dict[str, Any]:
         """Device addresses of the plan's row maps (uploaded once per batch version).
 
         ``dfa_slots``: slot of each DFA row; ``dfa_target``: the output row of each DFA row
@@ -121,61 +163,54 @@ class DeviceEngine:
                              f"(got {type(obj).__name__}); use device='cpu' for host arrays")
         return self.backend.view(obj).as_matrix(what)
 
-    def _by_slot(self, batch: Any, plan: Any, rows: int, what: str) -> bool:
-        return batch._targets(rows, plan, what)
-
-    def _upload_pda_masks(self, batch: Any, plan: Any) -> int:
+    def _upload_pda_masks(self, plan: RowMaps, host: HostSide) -> int:
         """CPU masks of the PDA rows, packed and uploaded with one copy; their device address."""
-        k = len(plan.pda_pos)
-        host = self._host_masks[:k]
-        for i, slot in enumerate(plan.pda_slots.tolist()):
-            batch._matchers[slot].fill_bitmask(host[i])
-        self.backend.copy_to_device(self._dev_masks, host)
+        masks = self._host_masks[: len(plan.pda_pos)]
+        host.fill_pda(plan, masks)
+        self.backend.copy_to_device(self._dev_masks, masks)
         return self.backend.ptr(self._dev_masks)
 
     # ------------------------------------------------------------ steps
 
-    def fill_masks(self, batch: Any, plan: Any, out: Any) -> Any:
+    def fill_masks(self, plan: RowMaps, out: Any, host: HostSide) -> Any:
         b, W = self.backend, self._width
         if out is None:
             out = b.alloc((len(plan.slots), W), np.uint32)
         view = self._matrix(out, "out")
         if view.dtype not in ("u32", "i32") or view.width < W:
             raise GramcError(f"out must be int32/uint32 and at least {W} words wide")
-        by_slot = self._by_slot(batch, plan, view.rows, "out")
+        by_slot = host.by_slot(view.rows, plan, "out")
         maps = self._maps(plan, by_slot)
         self._flush()
         b.dfa_fill_bitmask(view, len(plan.dfa_pos), maps["dfa_target"], maps["dfa_slots"],
                            *self._tables())
         if len(plan.pda_pos):
-            src = self._upload_pda_masks(batch, plan)
+            src = self._upload_pda_masks(plan, host)
             b.scatter_bitmask_rows(view, len(plan.pda_pos), maps["pda_target"], src, W, W)
         return out
 
-    def apply_masks(self, batch: Any, plan: Any, logits: Any) -> None:
+    def apply_masks(self, plan: RowMaps, logits: Any, host: HostSide) -> None:
         b, W = self.backend, self._width
         view = self._matrix(logits, "logits")
-        by_slot = self._by_slot(batch, plan, view.rows, "logits")
+        by_slot = host.by_slot(view.rows, plan, "logits")
         maps = self._maps(plan, by_slot)
         self._flush()
         b.dfa_apply(view, len(plan.dfa_pos), maps["dfa_target"], maps["dfa_slots"], *self._tables())
         if len(plan.pda_pos):
-            src = self._upload_pda_masks(batch, plan)
+            src = self._upload_pda_masks(plan, host)
             b.apply_bitmask(view, len(plan.pda_pos), src, W, W, logit_rows=maps["pda_target"])
 
-    def commit(self, batch: Any, plan: Any, tokens: Any, wait: bool) -> np.ndarray | None:
-        from gramc.runtime.batch import _host_tokens
-
+    def commit(self, plan: RowMaps, tokens: Any, wait: bool, host: HostSide) -> np.ndarray | None:
         b, n = self.backend, len(plan.slots)
-        host = None
+        toks = None
         if b.is_device_array(tokens):
             view = b.view(tokens)
             if view.shape[0] != n or (len(view.shape) == 2 and view.shape[1] != 1) or len(view.shape) > 2:
                 raise GramcError(f"tokens must be [{n}] or [{n}, 1], got shape {list(view.shape)}")
         else:
-            host = _host_tokens(tokens, n)
+            toks = host.host_tokens(tokens, n)
             if n:
-                b.copy_to_device(self._tokens, host)
+                b.copy_to_device(self._tokens, toks)
             view = b.view(self._tokens)
         maps = self._maps(plan, by_slot=False)
         self._flush()
@@ -184,10 +219,8 @@ class DeviceEngine:
                       table_of, tables, b.ptr(self._accepted))
         self._last_n = n
         if len(plan.pda_pos):
-            host = _host_tokens(tokens, n) if host is None else host
-            pda_ok = np.zeros(n, dtype=bool)
-            batch._commit_pda(plan, host, pda_ok)
-            self._pda_ok = (plan.pda_pos, pda_ok[plan.pda_pos])
+            toks = host.host_tokens(tokens, n) if toks is None else toks
+            self._pda_ok = (plan.pda_pos, host.commit_pda(plan, toks))
         else:
             self._pda_ok = None
         return self.last_accepted() if wait else None

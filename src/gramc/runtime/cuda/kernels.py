@@ -11,7 +11,7 @@ Arrays cross without copies: CUDA torch tensors (float32, float16, bfloat16) thr
 ``stream=`` is given), which orders them with torch's default stream.
 
 The reference semantics of every kernel are the numpy loops quoted in the ``.cu`` files and
-:mod:`gramc.runtime.bitmask`; tests/test_cuda_kernels.py checks the same source on the host.
+:mod:`gramc.bitmask`; tests/test_cuda_kernels.py checks the same source on the host.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@
 :class:`~gramc.runtime.batch.BatchMatcher` indexes these arrays with numpy, and the device path
 uploads them. :meth:`DFAArrays.check` re-asserts every range a kernel relies on (cheap,
 vectorised) right before upload: artifacts read from files were already validated by
-:mod:`gramc.runtime.validate`, and this keeps an out-of-range index from ever reaching a kernel
+:mod:`gramc.runtime.reader`, and this keeps an out-of-range index from ever reaching a kernel
 whatever produced the arrays. Numpy only; nothing here imports pycuda.
 """
 
@@ -17,7 +17,7 @@ import numpy as np
 
 from gramc.automata.tables import DEAD
 from gramc.errors import ArtifactFormatError
-from gramc.runtime.bitmask import n_words
+from gramc.bitmask import n_words
 
 #: Layout of ``struct gramc_dfa_table`` in dfa.cu: 11 fields of 8 bytes (pointers as int64).
 TABLE_FIELDS = ("words", "next_dense", "indptr", "ids", "next", "accept", "eos",

@@ -2,7 +2,8 @@
 
 A mask over ``V`` tokens is ``ceil(V / 32)`` uint32 words; token ``j`` is bit ``j % 32`` of
 word ``j // 32`` (least significant bit first). Bits past ``V`` are zero. This is the layout
-the logits kernels (numpy here, CUDA in ``runtime/cuda``) read.
+the binding walks of :mod:`gramc.automata` write and the logits kernels (numpy here, CUDA in
+``runtime/cuda``) read, so it sits below both, with numpy as its only import.
 
 Reference semantics of applying a mask, as a loop::
 

@@ -1,0 +1,126 @@
+"""Reading artifacts: :func:`load` and :func:`from_bytes`, above every artifact kind.
+
+A ``.gmask`` file is read by the container layer (:mod:`gramc.formats.container`: framing,
+hash, dtypes), then here: the header (layout version, kind, source, vocabulary) is checked,
+and the payload is handed to its kind's reader (:mod:`gramc.runtime.dfa_reader`,
+:mod:`gramc.runtime.pda_reader`), which checks every array before any of it is used, so a
+bad index can never reach a matcher or a kernel.
+"""
+
+from __future__ import annotations
+
+import os
+from importlib import import_module
+
+from gramc.errors import ArtifactFormatError, ArtifactVersionError, VocabularyError
+from gramc.formats import container
+from gramc.formats.limits import DEFAULT_READ_LIMITS, ReadLimits
+from gramc.limits import RuntimeLimits
+from gramc.runtime.artifact import Artifact, VocabInfo, check_vocab
+from gramc.runtime.validate import get_field, require
+from gramc.vocab import Vocab, load_vocab
+
+#: Layout 2 adds the ``counted`` kind (docs/format/gmask-v1.md, 11.6); ``dfa`` and ``pda``
+#: files are still written as layout 1.
+SUPPORTED_ARTIFACT_VERSIONS = (1, 2)
+
+#: The payload reader of each artifact kind: a module whose ``read_payload(meta, arrays,
+#: source, info, limits)`` returns the artifact. Imported when a file of that kind is read, so
+#: ``import gramc`` loads neither kind's runtime.
+PAYLOAD_READERS = {"dfa": "gramc.runtime.dfa_reader", "pda": "gramc.runtime.pda_reader",
+                   "counted": "gramc.runtime.counted_reader"}
+
+
+def from_bytes(data: bytes, vocab: Vocab | str | None = None, *, verify: bool = False,
+               limits: ReadLimits = DEFAULT_READ_LIMITS, lazy: bool = False,
+               runtime_limits: RuntimeLimits | None = None) -> Artifact:
+    """Read an artifact from ``.gmask`` bytes (see :func:`load`)."""
+    meta, arrays = container.unpack(data, limits)
+    return _from_container(meta, arrays, vocab, verify, limits, lazy, runtime_limits)
+
+
+def load(path: str | os.PathLike, vocab: Vocab | str | None = None, *, verify: bool = False,
+         limits: ReadLimits = DEFAULT_READ_LIMITS, lazy: bool = False,
+         runtime_limits: RuntimeLimits | None = None) -> Artifact:
+    """Load a ``.gmask`` artifact.
+
+    Args:
+        path: the file.
+        vocab: the decoder's vocabulary. For a bound artifact it is checked against the
+            recorded fingerprint (VocabularyError on mismatch); an unbound artifact is bound
+            to it here. Optional for bound artifacts.
+        verify: re-bind against ``vocab`` and compare with the stored token tables, for
+            artifacts from untrusted sources (structural checks always run).
+        limits: what the reader may allocate (:class:`~gramc.formats.limits.ReadLimits`):
+            every size the file declares is checked against them before it is used.
+        lazy: bind an unbound artifact state by state on first use instead of all now
+            (ignored for a bound artifact, whose tables are in the file).
+        runtime_limits: bounds of what the artifact caches while it serves masks (see
+            :class:`~gramc.limits.RuntimeLimits`; the defaults when None).
+
+    Raises:
+        ArtifactFormatError: the file is corrupt, truncated, hostile, over a limit or of
+            another version.
+        VocabularyError: ``vocab`` does not match.
+    """
+    meta, arrays = container.read_file(path, limits)
+    return _from_container(meta, arrays, vocab, verify, limits, lazy, runtime_limits)
+
+
+def _from_container(meta: dict, arrays: dict, vocab, verify: bool, limits: ReadLimits,
+                    lazy: bool, runtime_limits: RuntimeLimits | None) -> Artifact:
+    art = read_artifact(meta, arrays, limits)
+    vocab_obj = load_vocab(vocab) if vocab is not None else None
+    if art.vocab is None:
+        return art.bind(vocab_obj, lazy=lazy, runtime_limits=runtime_limits) if vocab_obj is not None else art
+    if runtime_limits is not None:
+        art.token_table.set_limits(runtime_limits)
+    if vocab_obj is not None:
+        check_vocab(art.vocab, vocab_obj)
+    if verify:
+        if vocab_obj is None:
+            raise VocabularyError("verify=True needs the vocabulary the artifact was bound to")
+        fresh = type(art).bound(*art._unbound_copy_args(), vocab_obj, **art._bind_options())
+        if fresh.to_bytes() != art.to_bytes():
+            raise ArtifactFormatError(
+                "the token table does not match the vocabulary: the file was altered "
+                "or written by an incompatible compiler"
+            )
+    return art
+
+
+def read_artifact(meta: dict, arrays: dict, limits: ReadLimits = DEFAULT_READ_LIMITS) -> Artifact:
+    """Check a container's contents and decode them into a DFA or PDA artifact."""
+    version = get_field(meta, "artifact_version", int)
+    if version not in SUPPORTED_ARTIFACT_VERSIONS:
+        raise ArtifactVersionError((version, 0), f"artifact layout {SUPPORTED_ARTIFACT_VERSIONS}")
+    kind = get_field(meta, "kind", str)
+    require(kind in PAYLOAD_READERS, f"unknown artifact kind {kind!r} (this gramc reads "
+            f"{' and '.join(map(repr, PAYLOAD_READERS))})")
+    require(kind != "counted" or version >= 2, "the 'counted' kind needs artifact layout 2")
+    source = get_field(meta, "source", dict)
+    info = _read_vocab(meta, limits)
+    return import_module(PAYLOAD_READERS[kind]).read_payload(meta, arrays, source, info, limits)
+
+
+def _read_vocab(meta: dict, limits: ReadLimits) -> VocabInfo | None:
+    """The ``vocab`` header (None for an unbound artifact), checked."""
+    v = meta.get("vocab")
+    if v is None:
+        return None
+    require(isinstance(v, dict), "metadata.vocab must be a map or nil")
+    size = get_field(v, "size", int, "metadata.vocab")
+    eos = get_field(v, "eos_ids", list, "metadata.vocab")
+    require(all(isinstance(e, int) and 0 <= e < size for e in eos),
+            "metadata.vocab.eos_ids must be token ids below the vocabulary size")
+    require(0 < size <= limits.max_vocab_size,
+            f"metadata.vocab.size {size} outside [1, max_vocab_size={limits.max_vocab_size}]")
+    return VocabInfo(
+        name=get_field(v, "name", str, "metadata.vocab"),
+        fingerprint=get_field(v, "fingerprint", str, "metadata.vocab"),
+        size=size,
+        eos_ids=tuple(eos),
+    )
+
+
+__all__ = ["load", "from_bytes", "read_artifact", "SUPPORTED_ARTIFACT_VERSIONS"]
