@@ -71,10 +71,9 @@ from pathlib import Path
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from shared_paths import REPO, SHARED  # noqa: E402  (bench/ is on the path now)
 
-SHARED = Path(os.environ.get("GRAMC_SHARED", "/work/shared"))
 CORPUS = SHARED / "corpora" / "maskbench.dev.jsonl.gz"
 SAMPLE_IDS = REPO / "tests" / "data" / "maskbench_sample_ids.txt"
 BASELINE = REPO / "tests" / "data" / "maskbench_baseline.json"
