@@ -22,6 +22,13 @@ of time); ``invalidation error`` (some invalid instance accepted); ``validation 
 instance rejected, and no invalid one accepted). A schema with both kinds of mistake is counted as
 an invalidation error; the raw JSON keeps both flags.
 
+Engine ``gramc-aot`` (issue 23) takes the ahead-of-time path instead: its worker forks a compile
+process per schema (default CompileOptions, eager binding), which writes the ``.gmask`` to a temporary
+directory; the compile time, the peak RSS of that process and the artifact's size are recorded; then
+the worker loads the file with ``gramc.load()`` (load time) and runs the same protocol on the loaded matcher.
+Its TTFM is the time from the start of the load to the first mask. The compile process is killed at the
+compile time limit, or when its resident memory passes ``--aot-rss-cap-gb`` (a compile error either way).
+
 Engines run in worker processes, one schema at a time each, so a hung or crashing compile can be
 killed. With ``--workers 1`` (the default) one worker runs at a time and the parent only waits:
 the timings are single-threaded measurements. ``--workers N`` (N > 1) runs N workers in parallel
@@ -32,6 +39,7 @@ Usage::
     python bench/maskbench.py --workers 2 --out bench/results/maskbench.full.json      # correctness
     python bench/maskbench.py --limit 300 --seed 0 --out bench/results/maskbench.timed.json  # timed
     python bench/maskbench.py --ids tests/data/maskbench_sample_ids.txt --engines gramc
+    python bench/maskbench.py --limit 300 --seed 0 --engines gramc-aot,llguidance   # the .gmask path
     python bench/maskbench.py --update-baseline     # rewrite tests/data/maskbench_baseline.json
     python bench/maskbench.py --from-json bench/results/maskbench.timed.json        # re-print
 """
@@ -63,10 +71,9 @@ from pathlib import Path
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from shared_paths import REPO, SHARED  # noqa: E402  (bench/ is on the path now)
 
-SHARED = Path(os.environ.get("GRAMC_SHARED", "/work/shared"))
 CORPUS = SHARED / "corpora" / "maskbench.dev.jsonl.gz"
 SAMPLE_IDS = REPO / "tests" / "data" / "maskbench_sample_ids.txt"
 BASELINE = REPO / "tests" / "data" / "maskbench_baseline.json"
@@ -74,7 +81,13 @@ BASELINE = REPO / "tests" / "data" / "maskbench_baseline.json"
 BASELINE_VOCAB = "llama3"
 
 ENGINES = ["gramc", "llguidance", "xgrammar"]
-ALL_ENGINES = ENGINES + ["gramc-lazy", "gramc-any", "gramc-any-eager", "gramc-any-strict"]
+ALL_ENGINES = ENGINES + ["gramc-lazy", "gramc-any", "gramc-any-eager", "gramc-any-strict", "gramc-aot"]
+#: The engine every figure is compared against.
+REFERENCE = "llguidance"
+AOT = "gramc-aot"
+#: Extra time the supervisor allows a gramc-aot worker past the compile limit (its own compile
+#: process is killed at the limit; this covers loading a large artifact).
+AOT_SUPERVISION_SLACK_S = 60.0
 OUTCOMES = ["passing", "compile error", "validation error", "invalidation error"]
 FRONTEND_MISSING = "json_schema frontend not available"
 
@@ -91,6 +104,10 @@ ENGINE_OPTIONS = {
                        "CompileOptions(json_property_order='any')",
     "gramc-any-strict": "as gramc-any, with CompileOptions(json_strict=True) as well: a schema "
                         "gramc would over-approximate (with a warning) is refused instead",
+    "gramc-aot": "a process forked from the warmed worker runs gramc.compile(json.dumps(schema), "
+                 "format='json_schema', vocab=Vocab(llama3)) with default CompileOptions (eager) and "
+                 "Artifact.save(tmp .gmask), killed past the compile limit or the RSS cap; the worker then "
+                 "times gramc.load(path, vocab=Vocab(llama3)) and runs art.matcher(max_rollback=0) as gramc",
     "llguidance": "LLMatcher(LLTokenizer(gramc token bytes, eos=all EOS ids), "
                   "LLMatcher.grammar_from_json_schema(json.dumps(schema), "
                   "defaults={'whitespace_flexible': True}), log_level=0) — otherwise llguidance's "
@@ -143,12 +160,13 @@ def serialisations(data) -> list[tuple[str, str]]:
 
 
 class EngineError(Exception):
-    """A compile error, with the engine's error class name."""
+    """A compile error, with the engine's error class name (and figures measured before it)."""
 
-    def __init__(self, cls: str, message: str):
+    def __init__(self, cls: str, message: str, record: dict | None = None):
         super().__init__(message)
         self.cls = cls
         self.message = message
+        self.record = record or {}
 
 
 class GramcAdapter:
@@ -229,6 +247,143 @@ class GramcAnyEagerAdapter(GramcAdapter):
 class GramcAnyStrictAdapter(GramcLazyAdapter):
     name = "gramc-any-strict"
     options = GramcAnyAdapter.options + (("json_strict", True),)
+
+
+class GramcAotAdapter(GramcAdapter):
+    """The ahead-of-time path: compile to a ``.gmask`` in a separate process, then ``gramc.load()``.
+
+    The compile runs in a process forked from this (warmed) worker: the vocabulary, imports and
+    compiled code are already there, so ``compile_s`` is the compile itself and
+    ``compile_peak_rss_mb`` the peak resident memory of a process holding the vocabulary and
+    compiling (wait4's ru_maxrss; ``compile_start_rss_mb`` is what it started with, the worker's
+    own resident memory at the fork). After each compile, ``aot_record`` holds the per-schema figures
+    and ``load_started_ns`` the clock reading that TTFM counts from."""
+
+    name = AOT
+    #: How often the compile process's resident memory is checked against the cap, seconds.
+    POLL_S = 0.02
+
+    def __init__(self, tmp_dir: str, compile_limit_s: float = 30.0, rss_cap_gb: float = 6.0):
+        self.tmp = Path(tmp_dir) / f"worker-{os.getpid()}"
+        self.compile_limit_s = compile_limit_s
+        self.rss_cap_bytes = int(rss_cap_gb * 2**30)
+        self.page = os.sysconf("SC_PAGE_SIZE")
+
+    def setup(self, ctx) -> dict:
+        info = super().setup(ctx)
+        self.tmp.mkdir()
+        if self.available:  # warm the eager compile, save and load paths of both artifact kinds
+            for warm in ('{"type": "string", "maxLength": 4}',
+                         '{"type": "object", "properties": {"a": {"type": "integer"}}}'):
+                path = self.tmp / "warm.gmask"
+                self.gramc.compile(warm, format="json_schema", vocab=ctx.vocab).save(path)
+                self.gramc.load(path, vocab=ctx.vocab).matcher(max_rollback=0).fill_bitmask(self.row)
+                path.unlink()
+        return {**info, "rss_cap_gb": self.rss_cap_bytes / 2**30, "compile_limit_s": self.compile_limit_s}
+
+    def compile(self, text: str):
+        if not self.available:
+            raise EngineError("StandIn", FRONTEND_MISSING)
+        self.aot_record = None
+        path = self.tmp / "schema.gmask"
+        try:
+            rec = self._compile_in_child(text, path)
+            if "error_class" in rec:
+                cls, msg = rec.pop("error_class"), rec.pop("error")
+                raise EngineError(cls, msg, rec)
+            warns = rec.pop("warnings")
+            rec["artifact_bytes"] = path.stat().st_size
+            self.load_started_ns = perf_ns()
+            try:
+                art = self.gramc.load(path, vocab=self.ctx.vocab)
+            except self.gramc.GramcError as e:
+                raise EngineError(type(e).__name__, f"gramc.load: {e}", rec) from None
+            rec["load_ms"] = (perf_ns() - self.load_started_ns) / 1e6
+        finally:
+            path.unlink(missing_ok=True)
+        self.kind = art.kind
+        self.aot_record = rec
+        return art.matcher(max_rollback=0), warns
+
+    def _compile_in_child(self, text: str, path: Path) -> dict:
+        """Fork, compile ``text`` to ``path`` in the child; the child's figures, or its error."""
+        start_rss = self._rss(os.getpid())
+        rfd, wfd = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the compile process: never returns
+            os.close(rfd)
+            code = 0
+            try:
+                _die_with_parent()
+                out = json.dumps(self._child_compile(text, path)).encode()
+                with os.fdopen(wfd, "wb") as f:
+                    f.write(out)
+            except BaseException:  # noqa: BLE001  (nothing may escape a forked child)
+                code = 1
+            os._exit(code)
+        os.close(wfd)
+        t0 = time.monotonic()
+        chunks, killed, peak_seen = [], None, 0
+        with os.fdopen(rfd, "rb", buffering=0) as r:
+            while True:
+                if multiprocessing.connection.wait([r], timeout=self.POLL_S):
+                    chunk = r.read(1 << 16)
+                    if not chunk:
+                        break
+                    chunks.append(chunk)
+                    continue
+                peak_seen = max(peak_seen, self._rss(pid))
+                if peak_seen > self.rss_cap_bytes:
+                    killed = "rss"
+                elif time.monotonic() - t0 > self.compile_limit_s:
+                    killed = "timeout"
+                if killed:
+                    os.kill(pid, signal.SIGKILL)
+                    break
+        _, status, usage = os.wait4(pid, 0)
+        wall_s = time.monotonic() - t0
+        peak_mb = max(usage.ru_maxrss * 1024, peak_seen) / 2**20  # ru_maxrss is in KiB on Linux
+        rec = {"compile_wall_s": wall_s, "compile_peak_rss_mb": peak_mb, "compile_start_rss_mb": start_rss / 2**20}
+        if killed == "rss":
+            return {**rec, "error_class": "MemoryCap",
+                    "error": f"compile process passed the RSS cap of {self.rss_cap_bytes / 2**30:g} GiB "
+                             f"after {wall_s:.1f} s (killed)"}
+        if killed == "timeout":
+            return {**rec, "error_class": "Timeout",
+                    "error": f"timeout: compile took more than {self.compile_limit_s:g} s"}
+        if not chunks:
+            how = (f"signal {os.WTERMSIG(status)}" if os.WIFSIGNALED(status)
+                   else f"exit code {os.waitstatus_to_exitcode(status)}")
+            return {**rec, "error_class": "Crash", "error": f"compile process died ({how})"}
+        return {**rec, **json.loads(b"".join(chunks))}
+
+    def _rss(self, pid: int) -> int:
+        try:
+            with open(f"/proc/{pid}/statm") as f:
+                return int(f.read().split()[1]) * self.page
+        except (OSError, IndexError, ValueError):
+            return 0  # exited between the select and the read
+
+    def _child_compile(self, text: str, path: Path) -> dict:
+        """In the compile process: compile with default options, save; figures or the error."""
+        gc.enable()  # the worker disables it around each schema; a compile process runs with it
+        gramc = self.gramc
+        from gramc.errors import GramcWarning
+
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", GramcWarning)
+            t0 = perf_ns()
+            try:
+                art = gramc.compile(text, format="json_schema", vocab=self.ctx.vocab)
+                t1 = perf_ns()
+                art.save(path)
+            except gramc.GramcError as e:
+                return {"error_class": type(e).__name__, "error": str(e)[:2000]}
+            except MemoryError:
+                return {"error_class": "MemoryError", "error": "MemoryError during compile"}
+            t2 = perf_ns()
+        warns = [str(w.message) for w in caught if issubclass(w.category, GramcWarning)]
+        return {"compile_s": (t1 - t0) / 1e9, "save_s": (t2 - t1) / 1e9, "warnings": warns[:20]}
 
 
 class LlguidanceAdapter:
@@ -315,21 +470,31 @@ class XgrammarAdapter:
 
 ADAPTERS = {"gramc": GramcAdapter, "gramc-lazy": GramcLazyAdapter, "gramc-any": GramcAnyAdapter,
             "gramc-any-eager": GramcAnyEagerAdapter, "gramc-any-strict": GramcAnyStrictAdapter,
+            AOT: GramcAotAdapter,
             "llguidance": LlguidanceAdapter, "xgrammar": XgrammarAdapter}
+
+
+def _die_with_parent() -> None:
+    """Have the kernel kill this process when its parent dies (Linux), so that a killed worker
+    leaves no compile process behind."""
+    import ctypes
+
+    pr_set_pdeathsig = 1
+    ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL)
 
 
 def _allowed(words: np.ndarray, t: int) -> bool:
     return bool((int(words[t >> 5]) >> (t & 31)) & 1)
 
 
-def walk(ad, m, ids: list[int], eos: list[int], tbm: list[int], first: list | None):
+def walk(ad, m, ids: list[int], eos: list[int], tbm: list[int], commits: list[int], first: list | None):
     """Run one tokenised text through matcher ``m``: (verdict, position, note).
 
     Verdicts: ``accepted`` (every token allowed and committed, EOS allowed at the end),
     ``rejected`` (the mask refused the token at ``position``), ``incomplete`` (no EOS at the end),
     ``commit-refused`` (the mask allowed the token but the commit failed). Each mask fill is timed
     into ``tbm``, except the first one when ``first`` is given (that one ends the TTFM clock; its
-    end time is stored in ``first[0]``)."""
+    end time and its duration are appended to ``first``); each commit into ``commits``."""
     words = ad.words
     fill = ad.fill
     n = len(ids)
@@ -338,7 +503,7 @@ def walk(ad, m, ids: list[int], eos: list[int], tbm: list[int], first: list | No
         fill(m)
         t1 = perf_ns()
         if first is not None:
-            first.append(t1)
+            first += (t1, t1 - t0)
             first = None
         else:
             tbm.append(t1 - t0)
@@ -352,7 +517,10 @@ def walk(ad, m, ids: list[int], eos: list[int], tbm: list[int], first: list | No
         t = ids[pos]
         if not _allowed(words, t):
             return "rejected", pos, None
-        if not ad.commit(m, t):
+        t0 = perf_ns()
+        ok = ad.commit(m, t)
+        commits.append(perf_ns() - t0)
+        if not ok:
             return "commit-refused", pos, f"mask allowed token {t} at position {pos} but the commit was refused"
     raise AssertionError("unreachable")
 
@@ -374,17 +542,23 @@ def run_schema(ad, ctx, rec: dict, conn) -> dict:
         except EngineError as e:
             dt = perf_ns() - t0
             conn.send(("compiled", None))
+            res.update(e.record)
             res.update(outcome="compile error", error_class=e.cls, error=e.message[:2000], compile_fail_ms=dt / 1e6)
             return res
         except MemoryError:
             conn.send(("compiled", None))
             res.update(outcome="compile error", error_class="MemoryError", error="MemoryError during compile")
             return res
+        if getattr(ad, "aot_record", None) is not None:  # the ahead-of-time path: TTFM from the load
+            res.update(ad.aot_record)
+            t0 = ad.load_started_ns
         first: list[int] = []
         tbm: list[int] = []
+        commits: list[int] = []
         if not texts:
+            t1 = perf_ns()
             ad.fill(m)
-            first.append(perf_ns())
+            first += (perf_ns(), perf_ns() - t1)
         res["warnings"] = warns[:20]
         if getattr(ad, "kind", None):
             res["kind"] = ad.kind  # gramc: "dfa" or "pda" (recursive schema)
@@ -392,13 +566,14 @@ def run_schema(ad, ctx, rec: dict, conn) -> dict:
         n_tokens = 0
         for k, (ti, valid, kind, text, ids) in enumerate(texts):
             if k == 0:
-                verdict, pos, note = walk(ad, m, ids, ctx.eos, tbm, first)
+                verdict, pos, note = walk(ad, m, ids, ctx.eos, tbm, commits, first)
                 ttfm = first[0] - t0
                 conn.send(("compiled", ttfm))
                 res["ttfm_ms"] = ttfm / 1e6
+                res["first_mask_ms"] = first[1] / 1e6
             else:
                 m = ad.reset(m)
-                verdict, pos, note = walk(ad, m, ids, ctx.eos, tbm, None)
+                verdict, pos, note = walk(ad, m, ids, ctx.eos, tbm, commits, None)
             n_tokens += len(ids)
             if note and len(notes) < 5:
                 notes.append(f"test {ti} {kind}: {note}")
@@ -413,6 +588,7 @@ def run_schema(ad, ctx, rec: dict, conn) -> dict:
             ttfm = first[0] - t0
             conn.send(("compiled", ttfm))
             res["ttfm_ms"] = ttfm / 1e6
+            res["first_mask_ms"] = first[1] / 1e6
     finally:
         gc.enable()
     res["n_tokens"] = n_tokens
@@ -425,10 +601,11 @@ def run_schema(ad, ctx, rec: dict, conn) -> dict:
     res["outcome"] = ("invalidation error" if failures_invalid else
                       "validation error" if failures_valid else "passing")
     res["tbm_ns"] = tbm
+    res["commit_ns"] = commits
     return res
 
 
-def worker_main(conn, engine: str, vocab_key: str, mem_limit_gb: float) -> None:
+def worker_main(conn, engine: str, vocab_key: str, mem_limit_gb: float, adapter_options: dict) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     if mem_limit_gb and engine.startswith("gramc"):
         import resource
@@ -439,7 +616,7 @@ def worker_main(conn, engine: str, vocab_key: str, mem_limit_gb: float) -> None:
         from regex_bench import VocabCtx
 
         ctx = VocabCtx(vocab_key)
-        ad = ADAPTERS[engine]()
+        ad = ADAPTERS[engine](**adapter_options)
         info = ad.setup(ctx)
     except BaseException as e:  # noqa: BLE001
         conn.send(("setup-failed", f"{type(e).__name__}: {e}\n{traceback.format_exc()}"))
@@ -465,9 +642,10 @@ def worker_main(conn, engine: str, vocab_key: str, mem_limit_gb: float) -> None:
 
 
 class Worker:
-    def __init__(self, mp, engine, vocab_key, mem_limit_gb, setup_timeout=300):
+    def __init__(self, mp, engine, vocab_key, mem_limit_gb, adapter_options, setup_timeout=300):
         self.conn, child = mp.Pipe()
-        self.proc = mp.Process(target=worker_main, args=(child, engine, vocab_key, mem_limit_gb), daemon=True)
+        self.proc = mp.Process(target=worker_main, args=(child, engine, vocab_key, mem_limit_gb, adapter_options),
+                               daemon=True)
         self.proc.start()
         child.close()
         if not self.conn.poll(setup_timeout):
@@ -505,16 +683,32 @@ def preimport_gramc() -> None:
 
 def run_engine(engine: str, records: list[dict], *, workers: int = 1, vocab_key: str = "llama3",
                time_limit_s: float = 30.0, test_time_limit_s: float = 120.0, mem_limit_gb: float = 8.0,
-               time_limits: dict[str, float] | None = None, log=print) -> dict:
+               time_limits: dict[str, float] | None = None, aot_rss_cap_gb: float = 6.0, log=print) -> dict:
     """Run ``records`` through ``engine`` in ``workers`` supervised processes: {id: result}.
 
-    ``time_limits`` overrides the compile time limit of some ids."""
+    ``time_limits`` overrides the compile time limit of some ids (not for gramc-aot, whose worker
+    enforces ``time_limit_s`` on its compile process; ``aot_rss_cap_gb`` caps that process's RSS)."""
+    if engine == AOT:
+        if time_limits:
+            raise ValueError("per-id time limits are not supported for gramc-aot")
+        import tempfile
+
+        with tempfile.TemporaryDirectory(prefix="maskbench-aot-") as tmp:  # the .gmask files
+            options = {"tmp_dir": tmp, "compile_limit_s": time_limit_s, "rss_cap_gb": aot_rss_cap_gb}
+            return _run_engine(engine, records, workers, vocab_key, time_limit_s + AOT_SUPERVISION_SLACK_S,
+                               test_time_limit_s, mem_limit_gb, None, options, log)
+    return _run_engine(engine, records, workers, vocab_key, time_limit_s, test_time_limit_s, mem_limit_gb,
+                       time_limits, {}, log)
+
+
+def _run_engine(engine, records, workers, vocab_key, time_limit_s, test_time_limit_s, mem_limit_gb, time_limits,
+                adapter_options, log) -> dict:
     mp = multiprocessing.get_context("fork")
     if engine.startswith("gramc"):
         preimport_gramc()
     t_start = time.monotonic()
     setup_t0 = time.monotonic()
-    pool = [Worker(mp, engine, vocab_key, mem_limit_gb) for _ in range(workers)]
+    pool = [Worker(mp, engine, vocab_key, mem_limit_gb, adapter_options) for _ in range(workers)]
     setup_s = time.monotonic() - setup_t0
     info = pool[0].info
     todo = collections.deque(records)
@@ -531,7 +725,7 @@ def run_engine(engine: str, records: list[dict], *, workers: int = 1, vocab_key:
         w.kill()
         finish(w, res)
         restarts += 1
-        pool[pool.index(w)] = Worker(mp, engine, vocab_key, mem_limit_gb)
+        pool[pool.index(w)] = Worker(mp, engine, vocab_key, mem_limit_gb, adapter_options)
 
     try:
         while todo or any(w.rec is not None for w in pool):
@@ -633,17 +827,39 @@ def summarize(run: dict, timed: bool) -> dict:
                      for r in res if r["outcome"] in ("validation error", "invalidation error")]
     s["consistency_notes"] = [{"id": r["id"], "notes": r["notes"]} for r in res if r.get("notes")][:20]
     if timed:
+        s.update(timing(res))
         ttfm = [r["ttfm_ms"] for r in res if r.get("ttfm_ms") is not None]
-        tbm = np.concatenate([np.asarray(r.get("tbm_ns", []), dtype=np.float64) for r in res] or [np.zeros(0)])
-        s["ttfm_ms"] = {**_pct(ttfm, (50, 90, 99)), "mean": float(np.mean(ttfm)) if ttfm else None,
-                        "max": max(ttfm) if ttfm else None, "n": len(ttfm)}
-        s["tbm_us"] = {**_pct(tbm / 1e3, (50, 90, 99, 99.9)), "mean": float(tbm.mean() / 1e3) if tbm.size else None,
-                       "max": float(tbm.max() / 1e3) if tbm.size else None, "n": int(tbm.size)}
+        s["ttfm_ms"].update(mean=float(np.mean(ttfm)) if ttfm else None, max=max(ttfm) if ttfm else None)
     return s
 
 
+#: The ahead-of-time figures of a gramc-aot record: (record field, summary key, scale to the unit).
+AOT_FIELDS = (("compile_s", "compile_s", 1.0), ("compile_peak_rss_mb", "compile_peak_rss_mb", 1.0),
+              ("artifact_bytes", "artifact_mb", 1 / 2**20), ("load_ms", "load_ms", 1.0))
+
+
+def timing(res: list[dict]) -> dict:
+    """The timing summaries of some results of one engine: TTFM, first mask, TBM and commit
+    percentiles, and for gramc-aot the compile, peak RSS, artifact size and load (p50/p90/max)."""
+    def pooled(key):
+        a = np.concatenate([np.asarray(r.get(key, []), dtype=np.float64) for r in res] or [np.zeros(0)]) / 1e3
+        return {**_pct(a, (50, 90, 99, 99.9)), "mean": float(a.mean()) if a.size else None,
+                "max": float(a.max()) if a.size else None, "n": int(a.size)}
+
+    ttfm = [r["ttfm_ms"] for r in res if r.get("ttfm_ms") is not None]
+    first = [r["first_mask_ms"] for r in res if r.get("first_mask_ms") is not None]
+    out = {"ttfm_ms": {**_pct(ttfm, (50, 90, 99)), "n": len(ttfm)},
+           "first_mask_ms": {**_pct(first, (50, 90, 99)), "n": len(first)},
+           "tbm_us": pooled("tbm_ns"), "commit_us": pooled("commit_ns")}
+    for field, key, scale in AOT_FIELDS:
+        v = [r[field] * scale for r in res if r.get(field) is not None]
+        if v:
+            out[key] = {**_pct(v, (50, 90)), "max": max(v), "n": len(v)}
+    return out
+
+
 def common_timing(runs: list[dict]) -> dict | None:
-    """TTFM/TBM per engine over the schemas that every engine compiled."""
+    """The timing summaries per engine over the schemas that every engine compiled."""
     if len(runs) < 2:
         return None
     ok = None
@@ -652,10 +868,34 @@ def common_timing(runs: list[dict]) -> dict | None:
         ok = ids if ok is None else ok & ids
     out = {"n_schemas": len(ok), "engines": {}}
     for run in runs:
-        rs = [r for r in run["results"] if r["id"] in ok]
-        tbm = np.concatenate([np.asarray(r.get("tbm_ns", []), dtype=np.float64) for r in rs] or [np.zeros(0)])
-        out["engines"][run["engine"]] = {"ttfm_ms": _pct([r["ttfm_ms"] for r in rs], (50, 90, 99)),
-                                         "tbm_us": {**_pct(tbm / 1e3, (50, 90, 99, 99.9)), "n": int(tbm.size)}}
+        out["engines"][run["engine"]] = timing([r for r in run["results"] if r["id"] in ok])
+    return out
+
+
+#: The figures compared with the reference engine's: (label, section, key).
+RATIO_FIGURES = (("TTFM p50", "ttfm_ms", "p50"), ("first mask p50", "first_mask_ms", "p50"),
+                 ("TBM p50", "tbm_us", "p50"), ("TBM p99", "tbm_us", "p99"), ("TBM p99.9", "tbm_us", "p99.9"),
+                 ("commit p50", "commit_us", "p50"), ("commit p99", "commit_us", "p99"))
+
+
+def versus_reference(figures: dict[str, dict]) -> dict[str, dict[str, float | None]]:
+    """Each engine's RATIO_FIGURES divided by the reference engine's ({} without it). For gramc-aot
+    also its compile p50 and its load p50 against the reference's TTFM p50 (its compile)."""
+    ref = figures.get(REFERENCE)
+    if not ref:
+        return {}
+
+    def ratio(a, b):
+        return a / b if a is not None and b else None
+
+    out = {}
+    for e, f in figures.items():
+        r = {label: ratio((f.get(sec) or {}).get(k), (ref.get(sec) or {}).get(k)) for label, sec, k in RATIO_FIGURES}
+        if "compile_s" in f:
+            ref_ttfm = (ref.get("ttfm_ms") or {}).get("p50")
+            r["compile p50 / TTFM p50"] = ratio(f["compile_s"]["p50"] * 1e3, ref_ttfm)
+            r["load p50 / TTFM p50"] = ratio(f["load_ms"]["p50"] if "load_ms" in f else None, ref_ttfm)
+        out[e] = r
     return out
 
 
@@ -685,7 +925,9 @@ def markdown(data: dict) -> str:
                + (f", {la[1][0]:.2f} at end" if la[1] else "") + f"; gramc git {mi.get('gramc_git')}.")
     if data.get("merged_from"):
         out.append("Merged from separate runs of the same schemas: "
-                   + "; ".join(f"{', '.join(m['engines'])} (gramc git {m['gramc_git']})" for m in data["merged_from"])
+                   + "; ".join(f"{', '.join(m['engines'])} (gramc git {m['gramc_git']}"
+                               + (f", `python bench/maskbench.py {' '.join(m['argv'])}`" if m.get("argv") else "") + ")"
+                               for m in data["merged_from"])
                    + ".")
     out.append("")
     out.append("| engine | " + " | ".join(OUTCOMES) + " |")
@@ -726,8 +968,10 @@ def markdown(data: dict) -> str:
                 out.append(f"| {e} | {_f(t['p50'])} | {_f(t['p90'])} | {_f(t['p99'])} | "
                            f"{_f(b['p50'])} | {_f(b['p90'])} | {_f(b['p99'])} | {_f(b['p99.9'])} | {b['n']:,} |")
         out.append("")
-        out.append("TTFM: schema text to compiled matcher to first mask filled. TBM: every later mask fill "
-                   "(one per token, plus the final EOS check), in µs.")
+        out.append("TTFM: schema text to compiled matcher to first mask filled (gramc-aot: `gramc.load()` of "
+                   "the `.gmask` to first mask filled). TBM: every later mask fill (one per token, plus the final "
+                   "EOS check), in µs.")
+        out += detail_tables(data)
     else:
         out.append("Timing not reported: this run used more than one worker process (correctness only).")
     out.append("")
@@ -758,8 +1002,104 @@ def markdown(data: dict) -> str:
     return "\n".join(out)
 
 
+def _row(cells) -> str:
+    return "| " + " | ".join(cells) + " |"
+
+
+def detail_tables(data: dict) -> list[str]:
+    """First mask and commit times, gramc-aot's compile/RSS/artifact/load, and every figure
+    against the reference engine's, pooled and over the schemas every engine compiled (runs saved
+    before these figures existed get none of these tables)."""
+    sums = [s for s in data["summaries"] if "commit_us" in s]
+    if not sums:
+        return []
+    c = data.get("common") if data.get("common") and data["common"]["n_schemas"] else None
+    scopes = [("all schemas each engine compiled", {s["engine"]: s for s in sums})]
+    if c:
+        scopes.append((f"the {c['n_schemas']:,} schemas every engine compiled", c["engines"]))
+    out = []
+    for scope, figs in scopes:
+        out += ["", f"First mask and commit, {scope}:", "",
+                "| engine | first mask p50 ms | p90 | p99 | commit p50 µs | p90 | p99 | p99.9 | commits |",
+                "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+        for e, f in figs.items():
+            fm, cm = f["first_mask_ms"], f["commit_us"]
+            out.append(_row([e, _f(fm["p50"], 3), _f(fm["p90"], 3), _f(fm["p99"], 3), _f(cm["p50"]), _f(cm["p90"]),
+                             _f(cm["p99"]), _f(cm["p99.9"]), f"{cm['n']:,}"]))
+        aot = {e: f for e, f in figs.items() if "compile_s" in f}
+        if aot:
+            out += ["", f"Ahead-of-time figures, {scope} (compile and peak RSS include the schemas whose "
+                        "compile failed, where measured):", "",
+                    "| engine | compile p50 s | p90 | max | peak RSS p50 MiB | p90 | max | artifact p50 MiB | p90 "
+                    "| max | load p50 ms | p90 | max |",
+                    "|---|" + "---:|" * 12]
+            for e, f in aot.items():
+                cells = [e]
+                for key in ("compile_s", "compile_peak_rss_mb", "artifact_mb", "load_ms"):
+                    v = f.get(key) or {}
+                    cells += [_f(v.get("p50")), _f(v.get("p90")), _f(v.get("max"))]
+                out.append(_row(cells))
+            start = [r["compile_start_rss_mb"] for e in aot for r in data.get("results", {}).get(e, [])
+                     if r.get("compile_start_rss_mb") is not None]
+            if start and figs is scopes[0][1]:
+                out += ["", f"The peak RSS counts what the compile process started with: the worker's own resident "
+                            f"memory at the fork (vocabulary, tokenizer, imports), {min(start):,.0f} to "
+                            f"{max(start):,.0f} MiB."]
+        ratios = versus_reference(figs)
+        if ratios:
+            labels = list(dict.fromkeys(k for r in ratios.values() for k in r))
+            where = "in the merged runs" if data.get("merged_from") else "in the same run"
+            out += ["", f"Against {REFERENCE} {where}, {scope} (engine / {REFERENCE}; below 1 is faster):",
+                    "", _row(["engine"] + labels), "|---|" + "---:|" * len(labels)]
+            for e, r in ratios.items():
+                out.append(_row([e] + [f"{r[k]:.2f}x" if r.get(k) is not None else "-" for k in labels]))
+    return out
+
+
+#: The per-mask timings a run keeps beside its JSON (``.timings.npz``), per result.
+TIMING_KEYS = ("tbm_ns", "commit_ns")
+
+
+def timings_path(out: Path) -> Path:
+    return out.with_suffix(".timings.npz")
+
+
+def save_timings(path: Path, runs: list[dict]) -> None:
+    """Each engine's per-mask timings, flattened in result order with the count per result."""
+    arrays = {}
+    for run in runs:
+        for key in TIMING_KEYS:
+            parts = [np.asarray(r.get(key, []), dtype=np.int64) for r in run["results"]]
+            arrays[f"{run['engine']}:{key}"] = np.concatenate(parts or [np.zeros(0, np.int64)])
+            arrays[f"{run['engine']}:{key}:n"] = np.array([len(p) for p in parts], dtype=np.int64)
+    np.savez_compressed(path, **arrays)
+
+
+def attach_timings(data: dict, path: Path) -> None:
+    """Put the per-mask timings saved by ``save_timings`` back into a loaded run's results."""
+    with np.load(path) as z:
+        for engine, results in data["results"].items():
+            for key in TIMING_KEYS:
+                counts = z[f"{engine}:{key}:n"]
+                if len(counts) != len(results):
+                    raise SystemExit(f"{path}: {engine} has {len(counts)} results, the JSON {len(results)}")
+                for r, part in zip(results, np.split(z[f"{engine}:{key}"], np.cumsum(counts)[:-1])):
+                    r[key] = part
+
+
+def load_run(path: Path) -> dict:
+    """A saved run, with its per-mask timings when its ``.timings.npz`` is beside it."""
+    data = json.loads(Path(path).read_text())
+    data["has_timings"] = timings_path(Path(path)).exists()
+    if data["has_timings"]:
+        attach_timings(data, timings_path(Path(path)))
+    return data
+
+
 def merge(runs: list[dict]) -> dict:
-    """Several saved runs of the same schemas as one (engines side by side)."""
+    """Several saved runs of the same schemas as one (engines side by side). When every run has
+    its per-mask timings, the figures over the schemas every engine compiled and the comparisons
+    with the reference engine are computed again for the merged set of engines."""
     if len(runs) == 1:
         return runs[0]
     first = runs[0]
@@ -772,6 +1112,11 @@ def merge(runs: list[dict]) -> dict:
     data["engine_options"] = {e: v for r in runs for e, v in r["engine_options"].items()}
     data["timed"] = all(r["timed"] for r in runs)
     data["common"] = None
+    data.pop("versus_reference", None)
+    if data["timed"] and all(r.get("has_timings") for r in runs):
+        merged = [{"engine": e, "results": rs} for e, rs in data["results"].items()]
+        data["common"] = common_timing(merged)
+        data["versus_reference"] = versus_reference_all(data["summaries"], data["common"])
     data["merged_from"] = [{"argv": r.get("argv"), "engines": [s["engine"] for s in r["summaries"]],
                             "gramc_git": r["machine"].get("gramc_git")} for r in runs]
     return data
@@ -856,10 +1201,14 @@ def main(argv=None) -> int:
     ap.add_argument("--test-time-limit", type=float, default=120.0,
                     help="per-schema limit for matching all its instances, seconds")
     ap.add_argument("--mem-limit-gb", type=float, default=8.0, help="address-space limit of gramc workers")
+    ap.add_argument("--aot-rss-cap-gb", type=float, default=6.0,
+                    help="gramc-aot: a compile process whose resident memory passes this is killed (a compile "
+                         "error); it also inherits the worker's --mem-limit-gb address-space limit")
     ap.add_argument("--out", help="raw JSON (default bench/results/maskbench.json); a .md is written beside it")
     ap.add_argument("--from-json", nargs="+", metavar="FILE",
                     help="re-print the tables of a saved run; several runs of the same selection are merged "
-                         "(outcomes side by side; timing shown only when every run was timed)")
+                         "(outcomes side by side; timing shown only when every run was timed; the figures over the "
+                         "schemas every engine compiled only when every run has its .timings.npz)")
     ap.add_argument("--update-baseline", action="store_true",
                     help="rewrite tests/data/maskbench_baseline.json from a gramc run of the sample ids")
     ap.add_argument("--write-sample-ids", type=int, metavar="N",
@@ -867,12 +1216,16 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
 
     if args.from_json:
-        data = merge([json.loads(Path(p).read_text()) for p in args.from_json])
+        data = merge([load_run(Path(p)) for p in args.from_json])
         md = markdown(data)
         print(md)
         if args.out:
-            Path(args.out).write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n")
-            Path(args.out).with_suffix(".md").write_text(md + "\n")
+            out = Path(args.out)
+            if data.pop("has_timings", False) and data.get("merged_from"):
+                save_timings(timings_path(out), [{"engine": e, "results": rs} for e, rs in data["results"].items()])
+            data["results"] = {e: [_saved(r) for r in rs] for e, rs in data["results"].items()}
+            out.write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n")
+            out.with_suffix(".md").write_text(md + "\n")
         return 0
     if args.write_sample_ids:
         return write_sample_ids(args)
@@ -895,38 +1248,55 @@ def main(argv=None) -> int:
     print(f"MaskBench: {len(chosen)} schemas ({selection}), engines {engines}, workers {args.workers}"
           + ("" if timed else " (correctness only)"), flush=True)
     machine = machine_info()
+    out = Path(args.out) if args.out else REPO / "bench" / "results" / "maskbench.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    meta = {"protocol": __doc__.split("Usage::")[0].strip(), "selection": selection, "vocab": args.vocab,
+            "n_schemas": len(chosen), "n_tests": sum(len(r["tests"]) for r in chosen), "workers": args.workers,
+            "timed": timed, "time_limit_s": args.time_limit, "test_time_limit_s": args.test_time_limit,
+            "aot_rss_cap_gb": args.aot_rss_cap_gb, "machine": machine,
+            "argv": sys.argv[1:] if argv is None else argv}
     runs = []
     for e in engines:
         t0 = time.monotonic()
         run = run_engine(e, chosen, workers=args.workers, vocab_key=args.vocab, time_limit_s=args.time_limit,
                          test_time_limit_s=args.test_time_limit, mem_limit_gb=args.mem_limit_gb,
-                         log=lambda s: print(s, flush=True))
+                         aot_rss_cap_gb=args.aot_rss_cap_gb, log=lambda s: print(s, flush=True))
         runs.append(run)
         c = collections.Counter(r["outcome"] for r in run["results"])
         print(f"{e}: {dict(c)} in {time.monotonic() - t0:.0f} s", flush=True)
-    data = {"protocol": __doc__.split("Usage::")[0].strip(), "selection": selection, "vocab": args.vocab,
-            "n_schemas": len(chosen), "n_tests": sum(len(r["tests"]) for r in chosen), "workers": args.workers,
-            "timed": timed, "time_limit_s": args.time_limit, "test_time_limit_s": args.test_time_limit,
-            "engine_options": {e: ENGINE_OPTIONS[e] for e in engines}, "machine": machine,
-            "argv": sys.argv[1:] if argv is None else argv}
-    data["machine"]["loadavg_end"] = os.getloadavg()
-    data["summaries"] = [summarize(run, timed) for run in runs]
-    data["common"] = common_timing(runs) if timed else None
-    for run in runs:
-        for r in run["results"]:
-            r.pop("tbm_ns", None)
-            if r.get("error_class") != "HarnessError":
-                r.pop("traceback", None)
-    data["results"] = {run["engine"]: run["results"] for run in runs}
-    md = markdown(data)
+        data = assemble(meta, runs, timed)
+        md = markdown(data)
+        out.write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n")  # after each engine: a long
+        out.with_suffix(".md").write_text(md + "\n")                         # run keeps what it finished
+        save_timings(timings_path(out), runs)
     print()
     print(md)
-    out = Path(args.out) if args.out else REPO / "bench" / "results" / "maskbench.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n")
-    out.with_suffix(".md").write_text(md + "\n")
-    print(f"\nwrote {out} and {out.with_suffix('.md')}")
+    print(f"\nwrote {out}, {out.with_suffix('.md')} and {timings_path(out)}")
     return 0
+
+
+def assemble(meta: dict, runs: list[dict], timed: bool) -> dict:
+    """The saved form of some engines' runs: summaries, comparisons and per-schema results (without
+    the per-mask timings)."""
+    data = {**meta, "engine_options": {run["engine"]: ENGINE_OPTIONS[run["engine"]] for run in runs}}
+    data["machine"] = {**meta["machine"], "loadavg_end": os.getloadavg()}
+    data["summaries"] = [summarize(run, timed) for run in runs]
+    data["common"] = common_timing(runs) if timed else None
+    if timed:
+        data["versus_reference"] = versus_reference_all(data["summaries"], data["common"])
+    data["results"] = {run["engine"]: [_saved(r) for r in run["results"]] for run in runs}
+    return data
+
+
+def versus_reference_all(summaries: list[dict], common: dict | None) -> dict:
+    return {"reference": REFERENCE, "pooled": versus_reference({s["engine"]: s for s in summaries}),
+            "common": versus_reference(common["engines"]) if common else {}}
+
+
+def _saved(res: dict) -> dict:
+    """A result as saved: no per-mask timings, and a traceback only for harness errors."""
+    drop = set(TIMING_KEYS) | ({"traceback"} if res.get("error_class") != "HarnessError" else set())
+    return {k: v for k, v in res.items() if k not in drop}
 
 
 if __name__ == "__main__":
