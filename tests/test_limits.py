@@ -250,3 +250,14 @@ def test_the_inlining_budget_is_reported_as_the_maximum_it_is():
     err = info.value
     assert err.limit == "max_nfa_states" and err.value > err.maximum
     assert f"{err.value} > {err.maximum} (every rule inlined into one automaton" in str(err)
+
+
+def test_max_memory_bounds_the_subset_construction_of_an_ambiguous_repetition():
+    """((a{1,40}){1,40}){1,40} determinises to a{1,64000}, but each DFA state is a set of
+    NFA states as large as its position: n^2 / 2 in all, which passed 6 GB before a limit
+    fired. The sets are counted against max_memory as they grow."""
+    maximum = 64 << 20
+    err, peak = _peak_traced(lambda: gramc.compile("((a{1,40}){1,40}){1,40}", vocab=None,
+                                                   limits=Limits(max_memory=maximum)))
+    assert err is not None and err.limit == "max_memory" and "NFA state sets" in str(err)
+    assert peak < 4 * maximum

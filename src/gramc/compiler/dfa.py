@@ -48,6 +48,13 @@ MAX_CACHED_CLOSURES = 100_000
 TABLE_COPIES = 3
 
 
+#: Bytes a subset's NFA state costs held in Python sets (the subset, and the target set its
+#: closure was cached under): frozenset slots at their load factor, twice.
+SUBSET_ENTRY_BYTES = 64
+#: NFA states added to the subsets between two checks of ``max_memory``.
+SUBSET_CHECK_EVERY = 1 << 20
+
+
 def _check_table_memory(n_states: int, n_cols: int, limits: Limits) -> None:
     """``max_memory`` against the dense int32 tables of ``n_states`` states."""
     limits.check_memory(TABLE_COPIES * 4 * n_states * n_cols,
@@ -77,7 +84,8 @@ def _subset_construction(nfa: NFA, classes: np.ndarray, token_ids: list[int], n_
     # Closures by target set: the classes of one byte set move alike, and many subsets move
     # to the same NFA states.
     closed: dict[frozenset, frozenset] = {}
-    while work:
+    held = checked = len(start)  # NFA states in the subsets: an ambiguous repetition makes
+    while work:  # them grow with the DFA (a{1,n} nested: n^2 / 2 in all)
         subset = work.popleft()
         row = rows[index[subset]]
         moves: dict[int, set[int]] = {}
@@ -102,6 +110,12 @@ def _subset_construction(nfa: NFA, classes: np.ndarray, token_ids: list[int], n_
                 rows.append({})
                 accepting.append(nfa.accept in target)
                 work.append(target)
+                held += len(target)
+                if held - checked >= SUBSET_CHECK_EVERY:
+                    checked = held
+                    limits.check_memory(SUBSET_ENTRY_BYTES * held, f"the NFA state sets of {len(subsets):,} "
+                                        f"DFA states ({held:,} NFA states in all) in the subset construction")
+                    deadline.check()
                 if len(subsets) % 1024 == 0:
                     limits.check("max_dfa_states", len(subsets))
                     _check_table_memory(len(subsets), call_base + n_calls, limits)
