@@ -35,6 +35,7 @@ from gramc.runtime.cache import LRUCache
 from gramc.runtime.artifact import Artifact, VocabInfo
 from gramc.bitmask import n_words, set_bits, unpack_row
 from gramc.runtime.matcher import DFAMatcher
+from gramc.runtime.pda_artifact import vocab_arrays
 from gramc.vocab import Vocab
 
 #: Artifact layout version of counted artifacts (layout 1 plus the ``counted`` kind).
@@ -328,8 +329,6 @@ class CountedArtifact(Artifact):
 
     def to_arrays(self) -> tuple[dict, dict[str, np.ndarray]]:
         """The container metadata and arrays (a lazy table binds its outer states first)."""
-        from gramc.runtime.pda_artifact import _pack_tokens
-
         cdfa = self.cdfa
         meta = self._header({"start": int(cdfa.start), "bounds": cdfa.bounds.tolist(),
                              "item_starts": [int(item.start) for item in cdfa.items]})
@@ -337,15 +336,12 @@ class CountedArtifact(Artifact):
         arrays = {(f"counted.{k}" if k in COUNTED_ARRAYS else f"dfa.{k}"): v for k, v in stored.items()}
         if self._table is not None:
             rows = self._table.all_rows()
-            blob, lengths = _pack_tokens(list(self._table.token_bytes))
             arrays.update({
                 "tokens.indptr": rows.indptr.astype(np.int64),
                 "tokens.ids": rows.token_ids.astype(np.int32),
                 "tokens.next": rows.next_state.astype(np.int32),
                 "tokens.forced": rows.forced_token.astype(np.int32),
-                "vocab.bytes": blob,
-                "vocab.lengths": lengths,
-                "vocab.special_ids": np.array(sorted(self._table.special), dtype=np.int32),
+                **vocab_arrays(self._table.token_bytes, self._table.special),
             })
         return meta, arrays
 

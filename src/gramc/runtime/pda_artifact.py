@@ -9,6 +9,7 @@ vocabulary fingerprint when the file is read.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -83,14 +84,11 @@ class PDAArtifact(Artifact):
         if self._table is not None:
             t = self._table
             nodes = eager_rows(self.pda, t.trie, self.depth) if t.is_lazy else t.all_nodes()
-            blob, lengths = _pack_tokens(self._table.token_bytes)
             arrays.update({
                 "nodes.accepted": nodes.accepted.astype(np.uint32),
                 "nodes.unc_indptr": nodes.unc_indptr.astype(np.int64),
                 "nodes.unc_ids": nodes.unc_ids.astype(np.int32),
-                "vocab.bytes": blob,
-                "vocab.lengths": lengths,
-                "vocab.special_ids": np.array(sorted(self._table.special), dtype=np.int32),
+                **vocab_arrays(t.token_bytes, t.special),
             })
         return meta, arrays
 
@@ -113,10 +111,13 @@ def eager_rows(pda: PDATable, trie, depth: int, limits: Limits = DEFAULT_LIMITS,
                       limits, deadline)
 
 
-def _pack_tokens(tokens: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
-    """All token bytes concatenated, and each token's length (uint16: small, compresses well)."""
-    lengths = np.array([len(t) for t in tokens], dtype=np.uint16)
-    return np.frombuffer(b"".join(tokens), dtype=np.uint8), lengths
+def vocab_arrays(tokens: Sequence[bytes], special: Iterable[int]) -> dict[str, np.ndarray]:
+    """The vocabulary as stored by artifacts whose masks walk tokens at run time (``vocab.*``,
+    read back by :func:`gramc.runtime.validate.read_token_bytes`): all token bytes
+    concatenated, each token's length (uint16: small, compresses well), the special ids."""
+    return {"vocab.bytes": np.frombuffer(b"".join(tokens), dtype=np.uint8),
+            "vocab.lengths": np.array([len(t) for t in tokens], dtype=np.uint16),
+            "vocab.special_ids": np.array(sorted(special), dtype=np.int32)}
 
 
 def unpack_tokens(blob: np.ndarray, lengths: np.ndarray) -> list[bytes]:
