@@ -923,7 +923,7 @@ def main(argv=None) -> int:
                        "quick": args.quick, "timer_overhead_us": timer_overhead_us(),
                        "cpu_timer_overhead_us": cpu_timer_overhead_us(),
                        "command": " ".join([Path(sys.argv[0]).name] + sys.argv[1:])},
-            "grammars": {g: {"file": str(GBNF_DIR / GRAMMARS[g]), "source": _grammar_source(g),
+            "grammars": {g: {"file": GRAMMARS[g], "source": _grammar_source(g),
                              "xgrammar_adaptations": xgrammar_source(_grammar_source(g))[1],
                              "llguidance_lark_from_converter": _safe_lark(g),
                              "llguidance_lark_adapted": LARK_ADAPTED.get(g)} for g in gnames},
