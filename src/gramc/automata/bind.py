@@ -42,6 +42,15 @@ class TokenRows:
     next_state: np.ndarray
     forced_token: np.ndarray
 
+    def stored(self) -> dict[str, np.ndarray]:
+        """The rows as an artifact stores them (``tokens.*``, in the file's dtypes)."""
+        return {
+            "tokens.indptr": self.indptr.astype(np.int64),
+            "tokens.ids": self.token_ids.astype(np.int32),
+            "tokens.next": self.next_state.astype(np.int32),
+            "tokens.forced": self.forced_token.astype(np.int32),
+        }
+
 
 def _special_tokens(dfa: DFATable, states: np.ndarray):
     """(row, token, next state, depth 0) for the grammar's special-token columns."""

@@ -335,14 +335,8 @@ class CountedArtifact(Artifact):
         stored = cdfa.arrays()
         arrays = {(f"counted.{k}" if k in COUNTED_ARRAYS else f"dfa.{k}"): v for k, v in stored.items()}
         if self._table is not None:
-            rows = self._table.all_rows()
-            arrays.update({
-                "tokens.indptr": rows.indptr.astype(np.int64),
-                "tokens.ids": rows.token_ids.astype(np.int32),
-                "tokens.next": rows.next_state.astype(np.int32),
-                "tokens.forced": rows.forced_token.astype(np.int32),
-                **vocab_arrays(self._table.token_bytes, self._table.special),
-            })
+            arrays.update(self._table.all_rows().stored())
+            arrays.update(vocab_arrays(self._table.token_bytes, self._table.special))
         return meta, arrays
 
     def describe(self) -> dict[str, Any]:

@@ -76,13 +76,7 @@ class DFAArtifact(Artifact):
         meta = self._header({"start": int(self.dfa.start)})
         arrays = {f"dfa.{k}": v for k, v in self.dfa.arrays().items()}
         if self._table is not None:
-            rows = self._table.all_rows()
-            arrays.update({
-                "tokens.indptr": rows.indptr.astype(np.int64),
-                "tokens.ids": rows.token_ids.astype(np.int32),
-                "tokens.next": rows.next_state.astype(np.int32),
-                "tokens.forced": rows.forced_token.astype(np.int32),
-            })
+            arrays.update(self._table.all_rows().stored())
         return meta, arrays
 
     def describe(self) -> dict[str, Any]:
