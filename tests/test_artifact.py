@@ -112,9 +112,41 @@ def test_derived_tables_are_estimated_against_the_limit_before_allocating(art):
 
 
 def test_newer_artifact_layout_is_a_version_error(art):
-    data = _tamper(art, x=lambda m, a: m.__setitem__("artifact_version", 3))
+    data = _tamper(art, x=lambda m, a: m.__setitem__("artifact_version", 4))
     with pytest.raises(ArtifactVersionError):
         gramc.from_bytes(data)
+
+
+def test_layout_3_is_only_for_pda_artifacts(art):
+    with pytest.raises(ArtifactFormatError, match="layout 3 has no 'dfa' kind"):
+        gramc.from_bytes(_tamper(art, x=lambda m, a: m.__setitem__("artifact_version", 3)))
+
+
+def _as_layout_1(meta, arrays):
+    """A PDA artifact's arrays as layout 1 wrote them: one accepted row per node."""
+    meta["artifact_version"] = 1
+    arrays["nodes.accepted"] = arrays.pop("nodes.rows")[arrays.pop("nodes.row_of")]
+
+
+def test_layout_1_pda_artifacts_are_still_read(pda_art):
+    """A file written before node rows were stored once each reads to the same artifact, and
+    layout 3 stores fewer rows than nodes (most nodes share theirs)."""
+    meta, arrays = pda_art.to_arrays()
+    assert meta["artifact_version"] == 3 and len(arrays["nodes.rows"]) < len(arrays["nodes.row_of"])
+    old = gramc.from_bytes(_tamper(pda_art, x=_as_layout_1), vocab=PDA_VOCAB)
+    assert old.to_bytes() == pda_art.to_bytes()
+    a, b = old.matcher(), pda_art.matcher()
+    for piece in [b"(", b"(", b"()", b")", b")"]:
+        assert np.array_equal(a.mask(), b.mask()), piece
+        assert a.commit_bytes(piece) and b.commit_bytes(piece)
+
+
+def test_layout_1_node_rows_in_a_layout_3_file_are_refused(pda_art):
+    def both(meta, arrays):
+        _as_layout_1(meta, arrays)
+        meta["artifact_version"] = 3
+    with pytest.raises(ArtifactFormatError, match="nodes.accepted"):
+        gramc.from_bytes(_tamper(pda_art, x=both))
 
 
 def test_verify_detects_rows_that_disagree_with_the_vocabulary(art):
@@ -188,11 +220,12 @@ def test_pda_round_trip_and_spec_coverage(pda_art):
         (_set("pda.node_rule", 1, 7), "pda.node_rule"),
         (lambda m, a: a.__setitem__("pda.accept", np.zeros_like(a["pda.accept"])), "cannot finish"),
         (_set("nodes.unc_ids", 0, 10**6) , "nodes.unc_ids"),
-        (lambda m, a: a.__setitem__("nodes.accepted", a["nodes.accepted"][:1].copy()), "nodes.accepted"),
+        (lambda m, a: a.__setitem__("nodes.row_of", a["nodes.row_of"][:1].copy()), "nodes.row_of"),
+        (_set("nodes.row_of", 0, 10**4), "nodes.row_of"),
         (lambda m, a: a.__setitem__("vocab.lengths", a["vocab.lengths"][:-1].copy()), "vocab.lengths"),
         (lambda m, a: m["pda"].__setitem__("rule_names", []), "rule_names"),
         # a padding bit would allow an id past the vocabulary
-        (lambda m, a: a["nodes.accepted"].__setitem__((0, -1), 1 << 31), "padding bits"),
+        (lambda m, a: a["nodes.rows"].__setitem__((0, -1), 1 << 31), "padding bits"),
     ],
 )
 def test_hostile_pda_contents_are_rejected(pda_art, change, message):

@@ -120,6 +120,33 @@ def test_masks_equal_the_earley_oracle_on_random_walks(name, lazy):
         walk_against_oracle(art.matcher(), oracle.initial(), oracle, vocab, rng, 14, (name, walk))
 
 
+@pytest.mark.parametrize("name", sorted(GRAMMARS))
+@pytest.mark.parametrize("strategies", [("stored_rows", "rows"), ("walk", "rows"), ("rows",)])
+def test_each_mask_strategy_of_a_loaded_artifact_equals_the_oracle(name, strategies):
+    """A loaded artifact serves masks by an ordered list of strategies; each one alone (the
+    walk only where the grammar allows it) gives the oracle's masks."""
+    g, vocab = GRAMMARS[name], make_vocab()
+    art = gramc.from_bytes(pda_artifact(g, vocab).to_bytes(), vocab=vocab)
+    table = art.token_table
+    wanted = tuple(s for s in strategies if s in table.strategies)
+    table.restrict_strategies(wanted)
+    assert table.strategies == wanted
+    oracle = EarleyOracle(g)
+    rng = np.random.default_rng(len(name) + 7)
+    for walk in range(6):
+        walk_against_oracle(art.matcher(), oracle.initial(), oracle, vocab, rng, 14, (name, walk, strategies))
+    assert table.served[wanted[0]] > 0, table.served
+
+
+def test_strategies_are_a_subsequence_ending_in_rows():
+    table = pda_artifact(GRAMMARS["json_like"], make_vocab()).token_table
+    assert table.strategies == ("stored_rows", "walk", "rows")
+    for bad in [(), ("walk",), ("rows", "walk"), ("rows", "rows"), ("nope", "rows")]:
+        with pytest.raises(ValueError, match="ending in 'rows'"):
+            table.restrict_strategies(bad)
+    assert table.strategies == ("stored_rows", "walk", "rows")
+
+
 def walk_against_oracle(m, chart, oracle: EarleyOracle, vocab, rng, steps: int, label) -> None:
     """From matcher ``m`` and the oracle's ``chart`` (the same input read), commit up to
     ``steps`` random allowed tokens, checking the mask and completeness before each."""

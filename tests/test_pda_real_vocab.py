@@ -139,18 +139,55 @@ def test_lazy_expansion_gives_the_global_node_rows(gpt2, max_states):
 
 
 def test_lazy_artifacts_bind_shallower_give_the_same_masks_and_write_the_eager_bytes(gpt2):
-    """Lazy nodes are bound at LAZY_DEPTH (more uncertain tokens, checked at run time): the
-    masks along a document are the eager ones, and writing gives the eager artifact's bytes."""
-    from gramc.automata.pda_bind import LAZY_DEPTH
-
+    """A lazy table stores no node rows and binds them at run time at LAZY_DEPTH (more
+    uncertain tokens, checked on the stack): the masks along a document are the eager ones,
+    and writing gives the eager artifact's bytes."""
     vocab, _ = gpt2
     text = shared_path("corpora", "gbnf", "json.gbnf").read_text()
     eager = gramc.compile(text, format="gbnf", vocab=vocab)
     lazy = gramc.compile(text, format="gbnf", vocab=vocab, lazy=True)
-    assert lazy.token_table._depth == LAZY_DEPTH < eager.token_table._depth
+    assert eager.token_table.strategies == ("stored_rows", "walk", "rows")
+    assert lazy.token_table.strategies == ("walk", "rows")
+    nodes = range(1, eager.pda.n_nodes)
+    stored = [len(eager.token_table.node_row(n)[1]) for n in nodes]
+    bound = [len(lazy.token_table.node_row(n)[1]) for n in nodes]
+    assert all(b >= s for b, s in zip(bound, stored)) and sum(bound) > sum(stored)
     a, b = eager.matcher(), lazy.matcher()
     for piece in [b'{"', b"key", b'":', b" [", b"1", b",", b' "x', b'\\n', b'"', b"],", b' "b', b'":', b"{}", b"}"]:
         assert np.array_equal(a.mask(), b.mask()), piece
         assert a.commit_bytes(piece) and b.commit_bytes(piece)
     assert np.array_equal(a.mask(), b.mask()) and a.is_complete()
     assert lazy.to_bytes() == eager.to_bytes()
+
+
+TREE_SCHEMA = """{"type": "object", "properties": {
+  "name": {"type": "string", "maxLength": 20},
+  "size": {"type": "integer"},
+  "children": {"type": "array", "items": {"$ref": "#"}}},
+  "required": ["name"], "additionalProperties": false}"""
+
+
+@pytest.mark.parametrize("name, fmt", [("json.gbnf", "gbnf"), ("arithmetic.gbnf", "gbnf"), ("tree", "json_schema")])
+def test_a_lazy_compile_and_a_loaded_artifact_give_identical_masks(gpt2, name, fmt):
+    """The same engine with and without precomputed node rows: an in-memory lazy compile and
+    the artifact `gramc compile` writes, loaded with the decoder's vocabulary (which it shares
+    rather than decoding its stored copy), agree on every mask of random walks."""
+    vocab, _ = gpt2
+    text = TREE_SCHEMA if fmt == "json_schema" else shared_path("corpora", "gbnf", name).read_text()
+    lazy = gramc.compile(text, format=fmt, vocab=vocab, lazy=True)
+    loaded = gramc.from_bytes(gramc.compile(text, format=fmt, vocab=vocab).to_bytes(), vocab=vocab)
+    assert loaded.kind == lazy.kind == "pda"
+    assert loaded.token_table.vocab is vocab and not loaded.is_lazy and lazy.is_lazy
+    rng = np.random.default_rng(len(name))
+    for walk_no in range(4):
+        a, b = lazy.matcher(), loaded.matcher()
+        for step in range(40):
+            ma, mb = a.mask(), b.mask()
+            bad = np.flatnonzero(ma != mb)
+            assert not len(bad), (walk_no, step, [(int(t), vocab.tokens[t]) for t in bad[:6]])
+            choices = [t for t in np.flatnonzero(ma).tolist() if t not in vocab.eos_ids]
+            if not choices:
+                break
+            t = int(rng.choice(choices))
+            assert a.commit_token(t) and b.commit_token(t)
+    assert lazy.token_table.served["walk"] > 0 and loaded.token_table.served["stored_rows"] > 0

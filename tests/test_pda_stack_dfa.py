@@ -52,8 +52,8 @@ def _earley_accepts(table, chart, ids) -> np.ndarray:
 
 def _walk_and_compare(art, vocab, steps: int, seed: int, sample: int = 6000) -> int:
     table = art.token_table
-    stack = StackDFA(table.table, table.parser, table.token_bytes, table.limits)
-    assert stack.usable
+    assert "walk" in table.strategies
+    stack = StackDFA(table.table, table.parser, table.vocab, table.limits)
     byte_ids = np.array([i for i in range(vocab.size) if i not in vocab.special_ids and vocab.tokens[i]])
     trie = trie_for(vocab)
     rng = np.random.default_rng(seed)
@@ -72,7 +72,7 @@ def _walk_and_compare(art, vocab, steps: int, seed: int, sample: int = 6000) -> 
         # The whole-vocabulary walk (lazy masks), on this DFA and on a fresh one that builds
         # every state it needs during the walk.
         everything = byte_ids[stack.accepts(key, byte_ids)]
-        fresh = StackDFA(table.table, table.parser, table.token_bytes, table.limits)
+        fresh = StackDFA(table.table, table.parser, table.vocab, table.limits)
         for walker in (stack, fresh):
             words = np.zeros(n_words(vocab.size), dtype=np.uint32)
             walker.allowed(key, trie, words)
@@ -341,7 +341,7 @@ def test_a_dropped_return_is_caught(gpt2, monkeypatch):
 def test_states_are_reused_across_masks(gpt2):
     art = gramc.compile(PARENS, format="gbnf", vocab=gpt2)
     table = art.token_table
-    stack = StackDFA(table.table, table.parser, table.token_bytes, table.limits)
+    stack = StackDFA(table.table, table.parser, table.vocab, table.limits)
     ids = np.arange(gpt2.size)
     ids = ids[[bool(gpt2.tokens[i]) and i not in gpt2.special_ids for i in ids]]
     key = table.parser.key(art.matcher()._state)
@@ -384,7 +384,7 @@ def test_left_recursive_grammars_use_the_earley_check(gpt2):
     art = gramc.compile(LEFT_RECURSIVE_LARK, format="lark", vocab=gpt2)
     table = art.token_table
     assert table.table.left_recursive()
-    assert not StackDFA(table.table, table.parser, table.token_bytes).usable
+    assert table.strategies == ("stored_rows", "rows")
     m = art.matcher()
     plus, digits = gpt2.tokens.index(b"+"), gpt2.tokens.index(b"12")
     for t in (digits, plus, digits, plus, digits):

@@ -241,11 +241,29 @@ class Expansion:
 
 @dataclass(frozen=True, eq=False)
 class NodeTokens:
-    """Per PDA node: packed bitmask rows of accepted tokens, CSR rows of uncertain ids."""
+    """Per PDA node: packed bitmask rows of accepted tokens, CSR rows of uncertain ids.
 
-    accepted: np.ndarray  # uint32 [N, W]
+    Where ``row_of`` is given, ``accepted`` holds distinct rows and node row ``i`` is
+    ``accepted[row_of[i]]`` (as an artifact stores them: most nodes share their row)."""
+
+    accepted: np.ndarray  # uint32 [N, W], or [K, W] distinct rows
     unc_indptr: np.ndarray  # int64 [N + 1]
     unc_ids: np.ndarray  # int32, ascending within each row
+    row_of: np.ndarray | None = None  # int32 [N]: each node's row of ``accepted``
+
+    def accepted_row(self, i: int) -> np.ndarray:
+        """The packed accepted row of node row ``i``."""
+        return self.accepted[i if self.row_of is None else self.row_of[i]]
+
+    def distinct(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(rows, row_of)``: the distinct accepted rows (in byte order, so the same rows
+        give the same arrays) and each node's index among them."""
+        if self.row_of is not None:
+            return self.accepted, self.row_of
+        if not len(self.accepted):
+            return self.accepted, np.zeros(0, dtype=np.int32)
+        rows, row_of = np.unique(self.accepted, axis=0, return_inverse=True)
+        return rows, row_of.reshape(-1).astype(np.int32)
 
 
 def bind_nodes(table: PDATable, trie: TokenTrie, nodes: np.ndarray, depth: int = DEFAULT_DEPTH,

@@ -35,7 +35,7 @@ from gramc.runtime.cache import LRUCache
 from gramc.runtime.artifact import Artifact, VocabInfo
 from gramc.bitmask import n_words, set_bits, unpack_row
 from gramc.runtime.matcher import DFAMatcher
-from gramc.runtime.pda_artifact import vocab_arrays
+from gramc.runtime.vocab_bytes import vocab_arrays
 from gramc.vocab import Vocab
 
 #: Artifact layout version of counted artifacts (layout 1 plus the ``counted`` kind).
@@ -52,7 +52,7 @@ class CountedTokenTable:
 
     def __init__(self, cdfa: CountedDFA, vocab: Vocab, rows: TokenRows | None = None, lazy: bool = False,
                  limits: RuntimeLimits = DEFAULT_RUNTIME_LIMITS):
-        self.cdfa, self._vocab = cdfa, vocab
+        self.cdfa, self.vocab = cdfa, vocab
         self.token_bytes, self.special = vocab.tokens, frozenset(vocab.special_ids)
         self.vocab_size = vocab.size
         self.eos_ids = tuple(vocab.eos_ids)
@@ -81,7 +81,7 @@ class CountedTokenTable:
     @property
     def trie(self) -> TokenTrie:
         if self._trie is None:
-            self._trie = trie_for(self._vocab)
+            self._trie = trie_for(self.vocab)
         return self._trie
 
     def _walk_table(self) -> tuple:
@@ -336,7 +336,7 @@ class CountedArtifact(Artifact):
         arrays = {(f"counted.{k}" if k in COUNTED_ARRAYS else f"dfa.{k}"): v for k, v in stored.items()}
         if self._table is not None:
             arrays.update(self._table.all_rows().stored())
-            arrays.update(vocab_arrays(self._table.token_bytes, self._table.special))
+            arrays.update(vocab_arrays(self._table.vocab))
         return meta, arrays
 
     def describe(self) -> dict[str, Any]:

@@ -17,15 +17,17 @@ from gramc.formats.limits import ReadLimits
 from gramc.runtime.artifact import VocabInfo
 from gramc.runtime.counted import COUNTED_ARRAYS, CountedArtifact, CountedTokenTable
 from gramc.runtime.dfa_reader import DFA_ARRAYS, TOKEN_ARRAYS, check_coreachable, check_derived_rows, read_dfa, read_rows
-from gramc.runtime.validate import (VOCAB_BYTES_ARRAYS, check_arrays, get_field, in_range, no_extra, read_token_bytes,
-                                    require)
+from gramc.runtime.validate import check_arrays, get_field, in_range, no_extra, require
+from gramc.runtime.vocab_bytes import VOCAB_BYTES_ARRAYS, read_token_bytes
+from gramc.vocab import Vocab
 
 
 def read_payload(meta: dict, arrays: dict, source: dict, info: VocabInfo | None,
-                 limits: ReadLimits) -> CountedArtifact:
+                 limits: ReadLimits, vocab: Vocab | None = None) -> CountedArtifact:
     """A counted artifact from a container whose header :mod:`gramc.runtime.reader` has
     checked, every array checked against its meaning (docs/format/gmask-v1.md, 11.6) before
-    any of it is used."""
+    any of it is used. The stored token bytes are ``vocab``'s own, shared, where they equal
+    them."""
 
     spec = {f"counted.{k}": v for k, v in COUNTED_ARRAYS.items()}
     no_extra(arrays, DFA_ARRAYS, spec, {**TOKEN_ARRAYS, **VOCAB_BYTES_ARRAYS} if info else {})
@@ -73,7 +75,7 @@ def read_payload(meta: dict, arrays: dict, source: dict, info: VocabInfo | None,
     if info is None:
         return CountedArtifact(cdfa, source)
     check_derived_rows(n_outer, info.size, limits)
-    vocab = read_token_bytes(arrays, info)
+    vocab = read_token_bytes(arrays, info, vocab)
     rows = read_rows(arrays, n_outer, info.size, cdfa.n_states)
     table = CountedTokenTable(cdfa, vocab, rows)
     return CountedArtifact(cdfa, source, info, table)

@@ -33,8 +33,9 @@ TOKEN_ARRAYS = {
 
 
 def read_payload(meta: dict, arrays: dict, source: dict, info: VocabInfo | None,
-                 limits: ReadLimits) -> DFAArtifact:
-    """The DFA artifact of a container whose header :mod:`gramc.runtime.reader` has checked."""
+                 limits: ReadLimits, vocab: object = None) -> DFAArtifact:
+    """The DFA artifact of a container whose header :mod:`gramc.runtime.reader` has checked
+    (``vocab`` is not needed: a DFA artifact's rows are all it uses)."""
     dfa = read_dfa(meta, arrays)
     no_extra(arrays, DFA_ARRAYS, TOKEN_ARRAYS if info else {})
     if info is None:

@@ -9,18 +9,24 @@ vocabulary fingerprint when the file is read.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
 
-from gramc.automata.pda_bind import DEFAULT_DEPTH, LAZY_DEPTH, NodeTokens, bind_nodes, expand
+from gramc.automata.pda_bind import DEFAULT_DEPTH, NodeTokens, bind_nodes, expand
 from gramc.automata.pda_table import PDATable
 from gramc.automata.trie import trie_for
 from gramc.limits import DEFAULT_LIMITS, DEFAULT_RUNTIME_LIMITS, Deadline, Limits, RuntimeLimits
 from gramc.runtime.artifact import Artifact, VocabInfo
 from gramc.runtime.pda_tokens import PDATokenTable
+from gramc.runtime.vocab_bytes import vocab_arrays
 from gramc.vocab import Vocab
+
+
+#: Artifact layout version of PDA artifacts: layout 3 stores each distinct node row once
+#: (``nodes.rows`` and ``nodes.row_of``, docs/format/gmask-v1.md 11.5); layout 1 files, one
+#: row per node (``nodes.accepted``), are still read.
+PDA_ARTIFACT_VERSION = 3
 
 
 @dataclass(eq=False)
@@ -47,22 +53,19 @@ class PDAArtifact(Artifact):
               depth: int = DEFAULT_DEPTH, limits: Limits = DEFAULT_LIMITS,
               deadline: Deadline | None = None,
               runtime_limits: RuntimeLimits = DEFAULT_RUNTIME_LIMITS) -> "PDAArtifact":
-        """Bind ``pda`` to ``vocab``: every node now (eager) or on first use (lazy).
+        """Bind ``pda`` to ``vocab``: every node's rows now (eager), or none (lazy: the
+        engine walks the stack DFA and binds node rows where it needs them).
 
-        ``depth`` is that of the written tables. Lazy nodes are bound while a mask waits, with
-        at most :data:`LAZY_DEPTH` calls expanded: on 49 MaskBench PDA schemas that cut the
-        time spent in masks by a third (TBM p99 34 -> 20 ms), and the extra uncertain tokens
-        cost little on the stack DFA. Masks are the same either way. An eager binding checks
+        ``depth`` is that of the written tables. Masks are the same either way (see
+        :class:`~gramc.runtime.pda_tokens.PDATokenTable`). An eager binding checks
         ``limits.max_memory`` and ``deadline`` as :func:`~gramc.automata.pda_bind.bind_nodes`
         says. The table's caches are bounded by ``runtime_limits``."""
-        trie = trie_for(vocab)
-        if lazy:
-            table = PDATokenTable(pda, vocab.tokens, vocab.special_ids, vocab.eos_ids, None, trie,
-                                  min(depth, LAZY_DEPTH), runtime_limits)
-        else:
-            table = PDATokenTable(pda, vocab.tokens, vocab.special_ids, vocab.eos_ids,
-                                  eager_rows(pda, trie, depth, limits, deadline), trie, depth, runtime_limits)
+        nodes = None if lazy else eager_rows(pda, trie_for(vocab), depth, limits, deadline)
+        table = PDATokenTable(pda, vocab, nodes, depth, runtime_limits)
         return cls(pda, meta, VocabInfo.of(vocab), table, depth)
+
+    def _header(self, automaton: dict) -> dict:
+        return {**super()._header(automaton), "artifact_version": PDA_ARTIFACT_VERSION}
 
     def _unbound_copy_args(self) -> tuple[Any, dict]:
         return (self.pda, self.meta)
@@ -84,11 +87,13 @@ class PDAArtifact(Artifact):
         if self._table is not None:
             t = self._table
             nodes = eager_rows(self.pda, t.trie, self.depth) if t.is_lazy else t.all_nodes()
+            rows, row_of = nodes.distinct()
             arrays.update({
-                "nodes.accepted": nodes.accepted.astype(np.uint32),
+                "nodes.rows": rows.astype(np.uint32),
+                "nodes.row_of": row_of.astype(np.int32),
                 "nodes.unc_indptr": nodes.unc_indptr.astype(np.int64),
                 "nodes.unc_ids": nodes.unc_ids.astype(np.int32),
-                **vocab_arrays(t.token_bytes, t.special),
+                **vocab_arrays(t.vocab),
             })
         return meta, arrays
 
@@ -111,26 +116,9 @@ def eager_rows(pda: PDATable, trie, depth: int, limits: Limits = DEFAULT_LIMITS,
                       limits, deadline)
 
 
-def vocab_arrays(tokens: Sequence[bytes], special: Iterable[int]) -> dict[str, np.ndarray]:
-    """The vocabulary as stored by artifacts whose masks walk tokens at run time (``vocab.*``,
-    read back by :func:`gramc.runtime.validate.read_token_bytes`): all token bytes
-    concatenated, each token's length (uint16: small, compresses well), the special ids."""
-    return {"vocab.bytes": np.frombuffer(b"".join(tokens), dtype=np.uint8),
-            "vocab.lengths": np.array([len(t) for t in tokens], dtype=np.uint16),
-            "vocab.special_ids": np.array(sorted(special), dtype=np.int32)}
-
-
-def unpack_tokens(blob: np.ndarray, lengths: np.ndarray) -> list[bytes]:
-    """Token byte strings from the ``vocab.bytes`` / ``vocab.lengths`` arrays."""
-    data = blob.tobytes()
-    bounds = [0] + np.cumsum(lengths, dtype=np.int64).tolist()
-    return [data[a:b] for a, b in zip(bounds, bounds[1:])]
-
-
 def pda_from_parts(pda: PDATable, source: dict, depth: int, info: VocabInfo | None,
-                   nodes: NodeTokens | None, tokens: list[bytes] | None, special) -> PDAArtifact:
+                   nodes: NodeTokens | None, vocab: Vocab | None) -> PDAArtifact:
     """An artifact from checked container parts (see :mod:`gramc.runtime.pda_reader`)."""
-    if info is None:
+    if info is None or vocab is None:
         return PDAArtifact(pda, source, None, None, depth)
-    table = PDATokenTable(pda, tokens, special, info.eos_ids, nodes, None, depth)
-    return PDAArtifact(pda, source, info, table, depth)
+    return PDAArtifact(pda, source, info, PDATokenTable(pda, vocab, nodes, depth), depth)

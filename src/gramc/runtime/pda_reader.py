@@ -15,8 +15,9 @@ from gramc.automata.tables import DEAD
 from gramc.formats.limits import ReadLimits
 from gramc.runtime.artifact import VocabInfo
 from gramc.runtime.pda_artifact import PDAArtifact, pda_from_parts
-from gramc.runtime.validate import (VOCAB_BYTES_ARRAYS, check_arrays, get_field, grouped, in_range, members,
-                                    no_extra, read_token_bytes, require)
+from gramc.runtime.validate import check_arrays, get_field, grouped, in_range, members, no_extra, require
+from gramc.runtime.vocab_bytes import VOCAB_BYTES_ARRAYS, read_token_bytes
+from gramc.vocab import Vocab
 
 _PDA_ARRAYS = {
     "pda.delta": (np.int32, 2),
@@ -27,37 +28,49 @@ _PDA_ARRAYS = {
     "pda.rule_start": (np.int32, 1),
 }
 _NODE_ARRAYS = {
-    "nodes.accepted": (np.uint32, 2),
+    "nodes.rows": (np.uint32, 2),
+    "nodes.row_of": (np.int32, 1),
     "nodes.unc_indptr": (np.int64, 1),
     "nodes.unc_ids": (np.int32, 1),
     **VOCAB_BYTES_ARRAYS,
 }
+#: Layout 1 stored one accepted row per node.
+_NODE_ARRAYS_V1 = {**{k: v for k, v in _NODE_ARRAYS.items() if k not in ("nodes.rows", "nodes.row_of")},
+                   "nodes.accepted": (np.uint32, 2)}
 
 
 def read_payload(meta: dict, arrays: dict, source: dict, info: VocabInfo | None,
-                 limits: ReadLimits) -> PDAArtifact:
+                 limits: ReadLimits, vocab: Vocab | None = None) -> PDAArtifact:
     """The PDA artifact of a container whose header :mod:`gramc.runtime.reader` has checked.
 
     A bound one carries the vocabulary's token bytes; they must match the recorded
-    fingerprint."""
+    fingerprint (and it shares ``vocab``, the decoder's, where they are its bytes)."""
     pda, depth = read_pda(meta, arrays)
-    no_extra(arrays, _PDA_ARRAYS, _NODE_ARRAYS if info else {})
+    spec = _NODE_ARRAYS if meta.get("artifact_version") != 1 else _NODE_ARRAYS_V1
+    no_extra(arrays, _PDA_ARRAYS, spec if info else {})
     if info is None:
-        return pda_from_parts(pda, source, depth, None, None, None, ())
-    check_arrays(arrays, _NODE_ARRAYS)
+        return pda_from_parts(pda, source, depth, None, None, None)
+    check_arrays(arrays, spec)
     in_range("pda.token_ids", pda.token_ids, 0, info.size)
-    vocab = read_token_bytes(arrays, info)
-    acc, indptr, ids = arrays["nodes.accepted"], arrays["nodes.unc_indptr"], arrays["nodes.unc_ids"]
+    vocab = read_token_bytes(arrays, info, vocab)
     n = pda.n_nodes - 1
-    require(acc.shape == (n, (info.size + 31) // 32), "nodes.accepted must have one mask row per node")
-    if info.size % 32 and n:  # ids at or past the vocabulary size are never allowed
-        require(not (acc[:, -1] >> np.uint32(info.size % 32)).any(),
-                "nodes.accepted sets padding bits past the vocabulary size")
+    if "nodes.accepted" in spec:
+        rows, row_of = arrays["nodes.accepted"], None
+        require(rows.shape[0] == n, "nodes.accepted must have one mask row per node")
+    else:
+        rows, row_of = arrays["nodes.rows"], arrays["nodes.row_of"]
+        require(row_of.shape == (n,), "nodes.row_of must have one entry per node")
+        in_range("nodes.row_of", row_of, 0, len(rows))
+    require(rows.shape[1] == (info.size + 31) // 32, "node mask rows must have ceil(V/32) words")
+    if info.size % 32 and len(rows):  # ids at or past the vocabulary size are never allowed
+        require(not (rows[:, -1] >> np.uint32(info.size % 32)).any(),
+                "node mask rows set padding bits past the vocabulary size")
+    indptr, ids = arrays["nodes.unc_indptr"], arrays["nodes.unc_ids"]
     require(indptr.shape == (n + 1,) and indptr[0] == 0 and indptr[-1] == len(ids)
             and bool(np.all(np.diff(indptr) >= 0)), "nodes.unc_indptr must run from 0 to len(nodes.unc_ids)")
     in_range("nodes.unc_ids", ids, 0, info.size)
-    nodes = NodeTokens(accepted=acc, unc_indptr=indptr, unc_ids=ids)
-    return pda_from_parts(pda, source, depth, info, nodes, list(vocab.tokens), vocab.special_ids)
+    nodes = NodeTokens(accepted=rows, unc_indptr=indptr, unc_ids=ids, row_of=row_of)
+    return pda_from_parts(pda, source, depth, info, nodes, vocab)
 
 
 def read_pda(meta: dict, arrays: dict) -> tuple[PDATable, int]:

@@ -12,13 +12,12 @@ only where a transition is still missing, instead of an Earley step in Python pe
 token.
 
 A grammar with left recursion (a rule that can call itself before reading a byte) would grow
-continuations without end; its tokens are checked by the Earley parser instead
-(:attr:`StackDFA.usable` is False).
+continuations without end: its tables never use a stack DFA (see
+:class:`~gramc.runtime.pda_tokens.PDATokenTable`), and its tokens are checked by the Earley
+parser instead.
 """
 
 from __future__ import annotations
-
-from typing import Sequence
 
 import numpy as np
 
@@ -26,6 +25,8 @@ from gramc.automata.pda_table import PDATable
 from gramc.automata.tables import DEAD
 from gramc.limits import DEFAULT_RUNTIME_LIMITS, RuntimeLimits
 from gramc.runtime.earley import TOP, EarleyParser
+from gramc.runtime.vocab_bytes import token_layout
+from gramc.vocab import Vocab
 
 #: Configurations in one state before giving up on it (the caller falls back to Earley).
 MAX_CONFIGS = 100_000
@@ -38,14 +39,13 @@ class TooLarge(Exception):
 class StackDFA:
     """The configuration-set DFA of one PDA table, with the token bytes of one vocabulary."""
 
-    def __init__(self, table: PDATable, parser: EarleyParser, token_bytes: Sequence[bytes],
+    def __init__(self, table: PDATable, parser: EarleyParser, vocab: Vocab,
                  limits: RuntimeLimits = DEFAULT_RUNTIME_LIMITS):
         """``limits``: its ``stack_dfa_states`` is the states kept before the DFA is dropped
         and grown afresh; its slice bounds are passed on to the node and counted slices."""
         self.parser = parser
         self.limits = limits
         self.resets = 0  # fresh starts past the state bound (or on a new parser generation)
-        self.usable = not table.left_recursive()
         self.n_classes = table.n_byte_classes
         self._byte_next = parser.byte_next
         self._calls, self._accept, self._rule_start = parser.calls, parser.accept, parser.rule_start
@@ -58,7 +58,7 @@ class StackDFA:
         self._tail = [a and not r and not c for a, r, c in zip(self._accept, reads, self._calls)]
         # Nodes that neither call nor return: a configuration of one closes to itself.
         self._inert = [not a and not c for a, c in zip(self._accept, self._calls)]
-        self._token_bytes = token_bytes
+        self._vocab = vocab
         self._layout: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None  # see _tokens()
         self._byte_class = table.byte_class.astype(np.int64)
         # Per node, the byte classes it reads (bit c), packed; made into ints on first use.
@@ -141,12 +141,9 @@ class StackDFA:
 
     def _tokens(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Each token byte's class, and each token's offset and length among them, by token id
-        (made on the first :meth:`accepts`: lazy tables walk the trie instead, and these cost
-        ~10 ms per table with Llama 3)."""
+        (made on the first :meth:`accepts` from the vocabulary's shared layout)."""
         if self._layout is None:
-            lengths = np.fromiter(map(len, self._token_bytes), dtype=np.int64, count=len(self._token_bytes))
-            offsets = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
-            blob = np.frombuffer(b"".join(self._token_bytes), dtype=np.uint8)
+            blob, offsets, lengths = token_layout(self._vocab)
             self._layout = (self._byte_class[blob], offsets, lengths)
         return self._layout
 

@@ -1,15 +1,14 @@
-"""Token masks of a PDA artifact: precomputed parts per node, the rest checked on the stack.
+"""Token masks of a PDA bound to a vocabulary: one engine, an ordered list of strategies.
 
-The mask of an Earley configuration is the OR of its nodes' accepted rows, plus the
-uncertain tokens of those nodes that the real parse accepts, plus EOS where the output is
-complete. Uncertain tokens are checked all at once on the :class:`StackDFA` (a DFA over real
-stacks, grown on use and kept), or, for left-recursive grammars, one by one with the Earley
-parser in byte order so tokens sharing a prefix share the work. A lazy table (nodes not bound
-yet) skips the node rows where it can: it walks every token through the stack DFA from the
-configuration's state (:meth:`StackDFA.allowed`). Masks are memoised by the
-configuration key (:meth:`EarleyParser.key`), so a configuration seen before costs a
-dictionary lookup. Every cache is bounded by the table's :class:`~gramc.limits.RuntimeLimits`
-(see :meth:`PDATokenTable.cache_stats`).
+The mask of an Earley configuration is memoised by its configuration key
+(:meth:`EarleyParser.key`), so JSON output, which revisits the same configurations
+constantly, gets most masks from a dictionary. A first-seen configuration is served by the
+first strategy of :class:`PDATokenTable` that can: precomputed node rows where they leave few
+tokens to check on the stack, a walk of every token through the :class:`StackDFA` (a DFA over
+real stacks, grown on use and kept), or node rows with every uncertain token checked on the
+stack DFA or, for left-recursive grammars, by the Earley parser in byte order so tokens
+sharing a prefix share the work. Every cache is bounded by the table's
+:class:`~gramc.limits.RuntimeLimits` (see :meth:`PDATokenTable.cache_stats`).
 """
 
 from __future__ import annotations
@@ -18,14 +17,18 @@ from typing import Sequence
 
 import numpy as np
 
-from gramc.automata.pda_bind import LazyExpansion, NodeTokens, bind_nodes
+from gramc.automata.pda_bind import LAZY_DEPTH, LazyExpansion, NodeTokens, bind_nodes
 from gramc.automata.pda_table import PDATable
-from gramc.automata.trie import TokenTrie
+from gramc.automata.trie import TokenTrie, trie_for
 from gramc.bitmask import n_words, set_bits, unpack_row
 from gramc.limits import DEFAULT_RUNTIME_LIMITS, RuntimeLimits
 from gramc.runtime.cache import LRUCache
 from gramc.runtime.earley import ChartSet, EarleyParser
 from gramc.runtime.pda_stack_dfa import StackDFA, TooLarge
+from gramc.vocab import Vocab
+
+#: Uncertain tokens above which a configuration's stored node rows give way to the walk.
+MAX_STORED_UNCERTAIN = 256
 
 #: Longest forced byte string followed by ``forced_tokens`` (a guard, not a semantic limit).
 MAX_FORCED_BYTES = 4096
@@ -49,42 +52,81 @@ class _Overlay:
 
 
 class PDATokenTable:
-    """Per-node token tables of a bound PDA (eager, or lazy: bound per node on first use)."""
+    """The masks of a PDA bound to a vocabulary, by an explicit, ordered list of strategies.
 
-    def __init__(self, table: PDATable, token_bytes: Sequence[bytes], special_ids, eos_ids,
-                 nodes: NodeTokens | None = None, trie: TokenTrie | None = None, depth: int = 2,
-                 limits: RuntimeLimits = DEFAULT_RUNTIME_LIMITS):
+    A configuration's mask is memoised by its key; a first-seen one is computed by the
+    first strategy of :attr:`strategies` that can serve it:
+
+    ``"stored_rows"``
+        (only where node rows were precomputed, as a written artifact stores them) the OR of
+        the nodes' accepted rows, when they leave at most :data:`MAX_STORED_UNCERTAIN`
+        uncertain tokens to check on the stack: a few row operations.
+    ``"walk"``
+        (not for left-recursive grammars) every token walked through the stack DFA from the
+        configuration's state, node slices taking the stack-free parts; it declines a
+        configuration whose stack-DFA states exceed their budget.
+    ``"rows"``
+        the nodes' rows (bound now if not stored) OR-ed, and every uncertain token checked
+        on the stack DFA or, for left-recursive grammars, by the Earley parser: serves every
+        configuration.
+
+    An in-memory compile (``lazy=True``) and a loaded ``.gmask`` run this same engine; they
+    differ only in what is precomputed (``nodes``), so their masks are identical.
+    """
+
+    def __init__(self, table: PDATable, vocab: Vocab, nodes: NodeTokens | None = None,
+                 depth: int = 2, limits: RuntimeLimits = DEFAULT_RUNTIME_LIMITS):
         self.table = table
         self.parser = EarleyParser(table)
-        self.token_bytes = list(token_bytes)
-        self.vocab_size = len(self.token_bytes)
-        self.special = frozenset(int(i) for i in special_ids)
-        self.eos_ids = tuple(int(e) for e in eos_ids)
+        self.vocab = vocab
+        self.token_bytes = vocab.tokens
+        self.vocab_size = vocab.size
+        self.special = vocab.special_ids
+        self.eos_ids = vocab.eos_ids
         self.n_words = n_words(self.vocab_size)
+        # Rows bound at run time (a table without stored rows), by node.
         self._acc: list[np.ndarray | None] = [None] * table.n_nodes
         self._unc: list[np.ndarray | None] = [None] * table.n_nodes
+        self._stored = nodes
+        self._n_unc: np.ndarray | None = None
         if nodes is not None:
-            for n in range(1, table.n_nodes):
-                self._install(n, nodes, n - 1)
-        self._trie, self._depth = trie, depth
-        self._expansion = LazyExpansion(table, depth) if nodes is None else None
-        self._rank: np.ndarray | None = None
-        if trie is not None:
-            self._rank = np.zeros(self.vocab_size, dtype=np.int64)
-            self._rank[trie.sorted_ids] = np.arange(len(trie.sorted_ids))
+            self._n_unc = np.concatenate([[0], np.diff(nodes.unc_indptr)])
+        self._depth = depth
+        self.is_lazy = nodes is None
+        self._expansion: LazyExpansion | None = None
         self._by_bytes: dict[bytes, int] | None = None
         self._stack: StackDFA | None = None
         self._horizon = None  # a Horizon, made on the first walk
         self._special_ids = np.array(sorted(self.special), dtype=np.int64)
+        #: The strategy names, in the order they are tried (see the class doc).
+        self.strategies: tuple[str, ...] = (("stored_rows",) if nodes is not None else ()) + \
+            (() if table.left_recursive() else ("walk",)) + ("rows",)
+        self._strategies = tuple(getattr(self, "_by_" + name) for name in self.strategies)
+        #: First-seen configurations served, by strategy name.
+        self.served = dict.fromkeys(self.strategies, 0)
         self.set_limits(limits)
+
+    def restrict_strategies(self, names: Sequence[str]) -> None:
+        """Serve first-seen configurations with only ``names`` of :attr:`strategies`, in
+        their order (for differential tests and benchmarks: every strategy alone gives the
+        same masks). ``"rows"`` must stay, last: it is the one that serves every
+        configuration. Masks already memoised are dropped."""
+        names = tuple(names)
+        if not names or names[-1] != "rows" or any(n not in self.strategies for n in names) \
+                or len(set(names)) != len(names):
+            raise ValueError(f"strategies {names!r}: a subsequence of {self.strategies!r} ending in 'rows'")
+        self.strategies = names
+        self._strategies = tuple(getattr(self, "_by_" + name) for name in names)
+        self._memo.clear()
+        self._masks.clear()
 
     def set_limits(self, limits: RuntimeLimits) -> None:
         """Bound the caches by ``limits`` (they start empty; interned ids stay valid)."""
         self.limits = limits
         self._memo = LRUCache(limits.mask_rows)  # packed rows by configuration key
         self._masks = LRUCache(limits.bool_masks)  # bool masks by (key, size)
-        self._walks = LRUCache(limits.walk_rows)  # by canonical key: see _walked
-        # A lazy table's node rows are a cache too (an eager table's are its data).
+        self._walks = LRUCache(limits.walk_rows)  # by canonical key: see _by_walk
+        # Node rows bound at run time are a cache too (stored ones are the artifact's data).
         self._bound_nodes = LRUCache(limits.node_rows, self._forget_node) if self.is_lazy else None
         if self._stack is not None:
             self._stack.set_limits(limits)
@@ -106,27 +148,26 @@ class PDATokenTable:
         return out
 
     @property
-    def trie(self) -> TokenTrie | None:
-        """The vocabulary's token trie (None for tables read from a file, which are complete)."""
-        return self._trie
-
-    @property
-    def is_lazy(self) -> bool:
-        return self._expansion is not None
-
-    def _install(self, node: int, nodes: NodeTokens, row: int) -> None:
-        self._acc[node] = nodes.accepted[row]
-        self._unc[node] = nodes.unc_ids[nodes.unc_indptr[row] : nodes.unc_indptr[row + 1]]
+    def trie(self) -> TokenTrie:
+        """The vocabulary's token trie (shared by every table of the vocabulary; built on
+        first use, as a loaded artifact's stored rows serve many masks without it)."""
+        return trie_for(self.vocab)
 
     def node_row(self, node: int) -> tuple[np.ndarray, np.ndarray]:
-        """(accepted bitmask row, uncertain ids) of ``node``, binding it first if lazy."""
+        """(accepted bitmask row, uncertain ids) of ``node``, binding it first if not stored."""
+        if self._stored is not None:
+            return _row(self._stored, node - 1)
         if self._acc[node] is None:
             self._bind_many([node])
         return self._acc[node], self._unc[node]
 
     def _bind_many(self, nodes) -> None:
-        """Bind the unbound ones of ``nodes`` (lazy tables) in batches: one trie walk for
-        many nodes costs a fraction of one walk per node."""
+        """Bind the unbound ones of ``nodes`` in batches: one trie walk for many nodes costs
+        a fraction of one walk per node. Run-time binding expands at most
+        :data:`~gramc.automata.pda_bind.LAZY_DEPTH` calls (fewer states to build while a mask
+        waits; the extra uncertain tokens cost little on the stack DFA)."""
+        if self._expansion is None:
+            self._expansion = LazyExpansion(self.table, min(self._depth, LAZY_DEPTH))
         batch: list[int] = []
         x = None
         for n in dict.fromkeys(nodes):
@@ -143,16 +184,18 @@ class PDATokenTable:
             self._bind_batch(batch, x)
 
     def _bind_batch(self, nodes: list[int], x) -> None:
-        bound = bind_nodes(self.table, self._trie, np.array(nodes), self._depth, x)
+        bound = bind_nodes(self.table, self.trie, np.array(nodes), min(self._depth, LAZY_DEPTH), x)
         for row, n in enumerate(nodes):
-            self._install(n, bound, row)
             # Copied out of the batch's arrays (a view would keep the whole batch alive after
             # its other rows are evicted), and counted against the node-row bound.
-            self._acc[n], self._unc[n] = self._acc[n].copy(), self._unc[n].copy()
+            acc, unc = _row(bound, row)
+            self._acc[n], self._unc[n] = acc.copy(), unc.copy()
             self._bound_nodes.put(n, None)
 
     def all_nodes(self) -> NodeTokens:
-        """Rows of every node 1..N-1 (those of a lazy table are bound one by one first)."""
+        """Rows of every node 1..N-1 (the stored ones; else bound one by one first)."""
+        if self._stored is not None:
+            return self._stored
         rows = [self.node_row(n) for n in range(1, self.table.n_nodes)]
         counts = [len(u) for _, u in rows]
         return NodeTokens(
@@ -209,13 +252,26 @@ class PDATokenTable:
         return out
 
     def _compute(self, chart: Sequence[ChartSet], key: int | None) -> np.ndarray:
-        if self._expansion is not None and key is not None:
-            walked = self._walked(chart, key)
-            if walked is not None:
-                return walked
+        """The mask from the first strategy that serves the configuration (the last serves
+        every one)."""
+        for name, strategy in zip(self.strategies, self._strategies):
+            out = strategy(chart, key)
+            if out is not None:
+                self.served[name] += 1
+                return out
+        raise AssertionError("the 'rows' strategy serves every configuration")
+
+    def _by_stored_rows(self, chart: Sequence[ChartSet], key: int | None) -> np.ndarray | None:
         nodes = sorted({n for n, _ in chart[-1].items})
-        if self._expansion is not None:
-            self._bind_many(nodes)
+        if int(self._n_unc[nodes].sum()) > MAX_STORED_UNCERTAIN:
+            return None
+        return self._by_rows(chart, key, nodes)
+
+    def _by_rows(self, chart: Sequence[ChartSet], key: int | None, nodes: list[int] | None = None) -> np.ndarray:
+        if nodes is None:
+            nodes = sorted({n for n, _ in chart[-1].items})
+            if self.is_lazy:
+                self._bind_many(nodes)
         rows = [self.node_row(n) for n in nodes]
         out = np.bitwise_or.reduce(np.stack([a for a, _ in rows]), axis=0) if rows else \
             np.zeros(self.n_words, np.uint32)
@@ -227,24 +283,25 @@ class PDATokenTable:
             set_bits(out, self.eos_ids)
         return out
 
-    def _walked(self, chart: Sequence[ChartSet], key: int) -> np.ndarray | None:
-        """The mask of a lazy table's configuration from the stack DFA alone: every token
-        walked from the configuration's state (None where the stack DFA cannot be used). The
-        walk is memoised by the canonical key (:mod:`gramc.runtime.pda_horizon`), so
-        configurations no token can tell apart are walked once."""
-        stack = self._stack_dfa()
-        if not stack.usable:
+    def _by_walk(self, chart: Sequence[ChartSet], key: int | None) -> np.ndarray | None:
+        """The mask from the stack DFA alone: every token walked from the configuration's
+        state (None where its states exceed the budget). The walk is memoised by the
+        canonical key (:mod:`gramc.runtime.pda_horizon`), so configurations no token can
+        tell apart are walked once."""
+        if key is None:
             return None
+        stack = self._stack_dfa()
+        trie = self.trie
         if self._horizon is None:
             from gramc.runtime.pda_horizon import Horizon  # numba: imported on the first walk
 
-            self._horizon = Horizon(self.table, self.parser, self._trie.max_len)
+            self._horizon = Horizon(self.table, self.parser, trie.max_len)
         canonical = self._horizon.key(key)
         walked = self._walks.get(canonical)
         if walked is None:
             walked = np.zeros(self.n_words, np.uint32)
             try:
-                stack.allowed(canonical, self._trie, walked)
+                stack.allowed(canonical, trie, walked)
             except TooLarge:
                 return None
             walked.flags.writeable = False
@@ -278,11 +335,11 @@ class PDATokenTable:
 
     def _accepted(self, chart: Sequence[ChartSet], key: int | None, cands: np.ndarray) -> np.ndarray:
         """The candidate tokens the real parse accepts."""
-        if key is not None and self._stack_dfa().usable:
+        if key is not None and "walk" in self.strategies:
             special = np.isin(cands, self._special_ids)
             byte_ids = cands[~special]
             try:
-                ok = byte_ids[self._stack.accepts(key, byte_ids)]
+                ok = byte_ids[self._stack_dfa().accepts(key, byte_ids)]
             except TooLarge:
                 return self._check(chart, cands)
             return np.concatenate([ok, self._check(chart, cands[special])])
@@ -291,7 +348,7 @@ class PDATokenTable:
     def _stack_dfa(self) -> StackDFA:
         """The table's stack DFA, made on first use (it is grown and kept across masks)."""
         if self._stack is None:
-            self._stack = StackDFA(self.table, self.parser, self.token_bytes, self.limits)
+            self._stack = StackDFA(self.table, self.parser, self.vocab, self.limits)
         return self._stack
 
     def _check(self, chart: Sequence[ChartSet], cands: np.ndarray) -> np.ndarray:
@@ -327,11 +384,8 @@ class PDATokenTable:
 
     def _by_rank(self, ids: np.ndarray) -> list[int]:
         """``ids`` in the byte order of their tokens (specials, which have no bytes, first)."""
-        if self._rank is None:
-            order = sorted(range(self.vocab_size), key=self.token_bytes.__getitem__)
-            self._rank = np.empty(self.vocab_size, dtype=np.int64)
-            self._rank[order] = np.arange(self.vocab_size)
-        return ids[np.argsort(self._rank[ids], kind="stable")].tolist()
+        rank = self.trie.positions  # -1 for specials
+        return ids[np.argsort(rank[ids], kind="stable")].tolist()
 
     # ------------------------------------------------------------ jump-forward
 
@@ -374,6 +428,11 @@ class PDATokenTable:
             ext.append(parser.scan_byte(view, int(members[0])))
             out.append(int(members[0]))
         return bytes(out)
+
+
+def _row(nodes: NodeTokens, i: int) -> tuple[np.ndarray, np.ndarray]:
+    """(accepted row, uncertain ids) of row ``i`` of ``nodes``."""
+    return nodes.accepted_row(i), nodes.unc_ids[nodes.unc_indptr[i] : nodes.unc_indptr[i + 1]]
 
 
 def _common_prefix(a: bytes, b: bytes) -> int:

@@ -20,12 +20,14 @@ from gramc.runtime.artifact import Artifact, VocabInfo, check_vocab
 from gramc.runtime.validate import get_field, require
 from gramc.vocab import Vocab, load_vocab
 
-#: Layout 2 adds the ``counted`` kind (docs/format/gmask-v1.md, 11.6); ``dfa`` and ``pda``
-#: files are still written as layout 1.
-SUPPORTED_ARTIFACT_VERSIONS = (1, 2)
+#: Layout 2 adds the ``counted`` kind (docs/format/gmask-v1.md, 11.6), layout 3 stores a
+#: ``pda`` artifact's distinct node rows once (11.5); ``dfa`` files are still written as
+#: layout 1.
+SUPPORTED_ARTIFACT_VERSIONS = (1, 2, 3)
 
 #: The payload reader of each artifact kind: a module whose ``read_payload(meta, arrays,
-#: source, info, limits)`` returns the artifact. Imported when a file of that kind is read, so
+#: source, info, limits, vocab)`` returns the artifact (``vocab``: the decoder's vocabulary,
+#: which the artifact may share instead of decoding its stored token bytes). Imported when a file of that kind is read, so
 #: ``import gramc`` loads neither kind's runtime.
 PAYLOAD_READERS = {"dfa": "gramc.runtime.dfa_reader", "pda": "gramc.runtime.pda_reader",
                    "counted": "gramc.runtime.counted_reader"}
@@ -69,8 +71,8 @@ def load(path: str | os.PathLike, vocab: Vocab | str | None = None, *, verify: b
 
 def _from_container(meta: dict, arrays: dict, vocab, verify: bool, limits: ReadLimits,
                     lazy: bool, runtime_limits: RuntimeLimits | None) -> Artifact:
-    art = read_artifact(meta, arrays, limits)
     vocab_obj = load_vocab(vocab) if vocab is not None else None
+    art = read_artifact(meta, arrays, limits, vocab_obj)
     if art.vocab is None:
         return art.bind(vocab_obj, lazy=lazy, runtime_limits=runtime_limits) if vocab_obj is not None else art
     if runtime_limits is not None:
@@ -89,18 +91,21 @@ def _from_container(meta: dict, arrays: dict, vocab, verify: bool, limits: ReadL
     return art
 
 
-def read_artifact(meta: dict, arrays: dict, limits: ReadLimits = DEFAULT_READ_LIMITS) -> Artifact:
-    """Check a container's contents and decode them into a DFA or PDA artifact."""
+def read_artifact(meta: dict, arrays: dict, limits: ReadLimits = DEFAULT_READ_LIMITS,
+                  vocab: Vocab | None = None) -> Artifact:
+    """Check a container's contents and decode them into an artifact of its kind (sharing
+    ``vocab`` where the artifact stores that vocabulary's token bytes)."""
     version = get_field(meta, "artifact_version", int)
     if version not in SUPPORTED_ARTIFACT_VERSIONS:
         raise ArtifactVersionError((version, 0), f"artifact layout {SUPPORTED_ARTIFACT_VERSIONS}")
     kind = get_field(meta, "kind", str)
     require(kind in PAYLOAD_READERS, f"unknown artifact kind {kind!r} (this gramc reads "
             f"{' and '.join(map(repr, PAYLOAD_READERS))})")
-    require(kind != "counted" or version >= 2, "the 'counted' kind needs artifact layout 2")
+    require(kind != "counted" or version == 2, "the 'counted' kind needs artifact layout 2")
+    require(kind == "pda" or version != 3, f"artifact layout 3 has no {kind!r} kind")
     source = get_field(meta, "source", dict)
     info = _read_vocab(meta, limits)
-    return import_module(PAYLOAD_READERS[kind]).read_payload(meta, arrays, source, info, limits)
+    return import_module(PAYLOAD_READERS[kind]).read_payload(meta, arrays, source, info, limits, vocab)
 
 
 def _read_vocab(meta: dict, limits: ReadLimits) -> VocabInfo | None:

@@ -81,28 +81,3 @@ def members(order: np.ndarray, indptr: np.ndarray, keys: np.ndarray) -> np.ndarr
     first = np.cumsum(counts) - counts
     return order[indptr[keys][owner] + np.arange(int(counts.sum())) - first[owner]]
 
-
-#: The vocabulary's token bytes, stored by artifacts whose masks walk tokens at run time.
-VOCAB_BYTES_ARRAYS: ArraySpec = {
-    "vocab.bytes": (np.uint8, 1),
-    "vocab.lengths": (np.uint16, 1),
-    "vocab.special_ids": (np.int32, 1),
-}
-
-
-def read_token_bytes(arrays: dict, info: Any) -> Any:
-    """The vocabulary stored as token bytes (``vocab.*``), checked against ``info``'s
-    fingerprint: a :class:`~gramc.vocab.Vocab`."""
-    from gramc.runtime.pda_artifact import unpack_tokens
-    from gramc.vocab import Vocab
-
-    check_arrays(arrays, VOCAB_BYTES_ARRAYS)
-    lengths, blob = arrays["vocab.lengths"], arrays["vocab.bytes"]
-    require(lengths.shape == (info.size,) and int(lengths.sum(dtype=np.int64)) == len(blob),
-            "vocab.lengths must have one entry per token and add up to len(vocab.bytes)")
-    special = arrays["vocab.special_ids"]
-    in_range("vocab.special_ids", special, 0, info.size)
-    vocab = Vocab(unpack_tokens(blob, lengths), special_ids=special.tolist(), eos_ids=info.eos_ids)
-    require(vocab.fingerprint == info.fingerprint,
-            "the stored token bytes do not match the recorded vocabulary fingerprint")
-    return vocab

@@ -1,0 +1,86 @@
+"""The vocabulary as stored by artifacts whose masks walk tokens at run time (``vocab.*``).
+
+PDA and counted artifacts store every token's bytes, so that a decoder can use one without
+the tokenizer files. Written by :func:`vocab_arrays`, read back by :func:`read_token_bytes`,
+which checks the bytes against the recorded fingerprint. When the decoder passes its own
+vocabulary and the stored bytes equal that vocabulary's stored form (a comparison of three
+arrays), the artifact shares the decoder's :class:`~gramc.vocab.Vocab`, and with it the
+token trie: hundreds of artifacts of one model then hold one copy of the vocabulary, and
+loading one costs no per-token work.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from gramc.runtime.cache import LRUCache
+from gramc.runtime.validate import ArraySpec, check_arrays, in_range, require
+from gramc.vocab import Vocab
+
+#: The arrays of the stored vocabulary: all token bytes back to back, each token's length
+#: (uint16: small, compresses well), the special ids.
+VOCAB_BYTES_ARRAYS: ArraySpec = {
+    "vocab.bytes": (np.uint8, 1),
+    "vocab.lengths": (np.uint16, 1),
+    "vocab.special_ids": (np.int32, 1),
+}
+
+#: Stored forms and layouts kept, by vocabulary fingerprint (for as many vocabularies as
+#: token tries are kept).
+_STORED: LRUCache = LRUCache(16)
+
+
+def vocab_arrays(vocab: Vocab) -> dict[str, np.ndarray]:
+    """The ``vocab.*`` arrays of ``vocab`` (read-only; made once per fingerprint while kept)."""
+    arrays = _STORED.get(vocab.fingerprint)
+    if arrays is None:
+        arrays = {"vocab.bytes": np.frombuffer(b"".join(vocab.tokens), dtype=np.uint8),
+                  "vocab.lengths": np.array([len(t) for t in vocab.tokens], dtype=np.uint16),
+                  "vocab.special_ids": np.array(sorted(vocab.special_ids), dtype=np.int32)}
+        for a in arrays.values():
+            a.flags.writeable = False
+        _STORED.put(vocab.fingerprint, arrays)
+    return arrays
+
+
+def token_layout(vocab: Vocab) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """All token bytes back to back (uint8), and each token's offset and length (int64) by
+    token id: the layout the compiled token walks read (shared per fingerprint while kept)."""
+    key = ("layout", vocab.fingerprint)
+    layout = _STORED.get(key)
+    if layout is None:
+        stored = vocab_arrays(vocab)
+        lengths = stored["vocab.lengths"].astype(np.int64)
+        offsets = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
+        layout = _STORED.put(key, (stored["vocab.bytes"], offsets, lengths))
+    return layout
+
+
+def unpack_tokens(blob: np.ndarray, lengths: np.ndarray) -> list[bytes]:
+    """Token byte strings from the ``vocab.bytes`` / ``vocab.lengths`` arrays."""
+    data = blob.tobytes()
+    bounds = [0] + np.cumsum(lengths, dtype=np.int64).tolist()
+    return [data[a:b] for a, b in zip(bounds, bounds[1:])]
+
+
+def read_token_bytes(arrays: dict, info: Any, known: Vocab | None = None) -> Vocab:
+    """The vocabulary stored as token bytes, checked against ``info``'s fingerprint.
+
+    ``known`` is the decoder's vocabulary, if it passed one: when the stored arrays are
+    exactly its stored form, it is returned itself."""
+    check_arrays(arrays, VOCAB_BYTES_ARRAYS)
+    lengths, blob = arrays["vocab.lengths"], arrays["vocab.bytes"]
+    require(lengths.shape == (info.size,) and int(lengths.sum(dtype=np.int64)) == len(blob),
+            "vocab.lengths must have one entry per token and add up to len(vocab.bytes)")
+    special = arrays["vocab.special_ids"]
+    in_range("vocab.special_ids", special, 0, info.size)
+    if known is not None and known.fingerprint == info.fingerprint and known.eos_ids == tuple(info.eos_ids):
+        mine = vocab_arrays(known)
+        if all(np.array_equal(arrays[name], mine[name]) for name in VOCAB_BYTES_ARRAYS):
+            return known
+    vocab = Vocab(unpack_tokens(blob, lengths), special_ids=special.tolist(), eos_ids=info.eos_ids)
+    require(vocab.fingerprint == info.fingerprint,
+            "the stored token bytes do not match the recorded vocabulary fingerprint")
+    return vocab
