@@ -60,8 +60,9 @@ DEADLINE_EVERY = 256
 
 
 def expand(table: PDATable, depth: int = DEFAULT_DEPTH, max_states: int = MAX_EXPANDED_STATES,
-           deadline: Deadline | None = None) -> ExpandedDFA:
-    """Subset construction of every node's region (see the module docstring).
+           deadline: Deadline | None = None, nodes=None) -> ExpandedDFA:
+    """Subset construction of the regions of ``nodes`` (every node when None; see the
+    module docstring).
 
     When the automaton would exceed ``max_states``, the expansion is retried with fewer
     calls expanded (down to none): masks stay exact, only more tokens become uncertain.
@@ -70,11 +71,36 @@ def expand(table: PDATable, depth: int = DEFAULT_DEPTH, max_states: int = MAX_EX
     for d in range(depth, -1, -1):
         try:
             grown = Expansion(table, d, max_states, deadline)
-            grown.add_nodes(range(1, table.n_nodes))
+            grown.add_nodes(range(1, table.n_nodes) if nodes is None else nodes)
             return grown.automaton()
         except TooLarge:
             continue
     raise _too_large(max_states)
+
+
+def reading_order(table: PDATable) -> np.ndarray:
+    """Every live node, breadth-first from the start rule's first node over reads, special
+    tokens, calls (into the called rule and on to the return node): the nodes a document
+    meets first come first."""
+    src, col = np.nonzero(table.delta != DEAD)
+    dst = table.delta[src, col].astype(np.int64)
+    called = col.astype(np.int64) - table.call_base
+    calls = called >= 0
+    # Edges: each transition, plus from a calling node into the called rule's first node.
+    src = np.concatenate([src, src[calls]])
+    dst = np.concatenate([dst, table.rule_start[called[calls]].astype(np.int64)])
+    order = np.argsort(src, kind="stable")
+    targets = dst[order].tolist()
+    indptr = np.concatenate([[0], np.cumsum(np.bincount(src, minlength=table.n_nodes))]).tolist()
+    start = int(table.rule_start[table.start_rule])
+    seen = {DEAD, start}
+    out = [start]
+    for n in out:  # grows as it goes: a breadth-first queue
+        for t in targets[indptr[n]:indptr[n + 1]]:
+            if t not in seen:
+                seen.add(t)
+                out.append(t)
+    return np.array(out, dtype=np.int64)
 
 
 def _too_large(max_states: int):
@@ -244,7 +270,8 @@ class NodeTokens:
     """Per PDA node: packed bitmask rows of accepted tokens, CSR rows of uncertain ids.
 
     Where ``row_of`` is given, ``accepted`` holds distinct rows and node row ``i`` is
-    ``accepted[row_of[i]]`` (as an artifact stores them: most nodes share their row)."""
+    ``accepted[row_of[i]]`` (as an artifact stores them: most nodes share their row), or,
+    where ``row_of[i]`` is -1, was not computed (its uncertain row is then empty)."""
 
     accepted: np.ndarray  # uint32 [N, W], or [K, W] distinct rows
     unc_indptr: np.ndarray  # int64 [N + 1]
@@ -257,13 +284,18 @@ class NodeTokens:
 
     def distinct(self) -> tuple[np.ndarray, np.ndarray]:
         """``(rows, row_of)``: the distinct accepted rows (in byte order, so the same rows
-        give the same arrays) and each node's index among them."""
-        if self.row_of is not None:
-            return self.accepted, self.row_of
-        if not len(self.accepted):
-            return self.accepted, np.zeros(0, dtype=np.int32)
-        rows, row_of = np.unique(self.accepted, axis=0, return_inverse=True)
-        return rows, row_of.reshape(-1).astype(np.int32)
+        give the same arrays) and each node's index among them (-1 where it has none)."""
+        row_of = np.arange(len(self.accepted), dtype=np.int64) if self.row_of is None else self.row_of
+        has = row_of >= 0
+        used = np.unique(row_of[has])
+        if not len(used):
+            return np.zeros((0, self.accepted.shape[1]), dtype=np.uint32), np.full(len(row_of), -1, np.int32)
+        rows, inverse = np.unique(self.accepted[used], axis=0, return_inverse=True)
+        remap = np.full(len(self.accepted), -1, dtype=np.int64)
+        remap[used] = inverse.reshape(-1)
+        out = np.full(len(row_of), -1, dtype=np.int32)
+        out[has] = remap[row_of[has]]
+        return rows, out
 
 
 def bind_nodes(table: PDATable, trie: TokenTrie, nodes: np.ndarray, depth: int = DEFAULT_DEPTH,

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from gramc.automata.pda_bind import DEFAULT_DEPTH, NodeTokens, bind_nodes, expand
+from gramc.automata.pda_bind import DEFAULT_DEPTH, NodeTokens, bind_nodes, expand, reading_order
 from gramc.automata.pda_table import PDATable
 from gramc.automata.trie import trie_for
 from gramc.limits import DEFAULT_LIMITS, DEFAULT_RUNTIME_LIMITS, Deadline, Limits, RuntimeLimits
@@ -86,7 +86,7 @@ class PDAArtifact(Artifact):
         arrays = {f"pda.{k}": v for k, v in self.pda.arrays().items()}
         if self._table is not None:
             t = self._table
-            nodes = eager_rows(self.pda, t.trie, self.depth) if t.is_lazy else t.all_nodes()
+            nodes = eager_rows(self.pda, t.trie, self.depth) if t.stored is None else t.stored
             rows, row_of = nodes.distinct()
             arrays.update({
                 "nodes.rows": rows.astype(np.uint32),
@@ -103,17 +103,36 @@ class PDAArtifact(Artifact):
         out.update(rules=list(self.pda.rule_names), nodes=self.pda.n_nodes,
                    byte_classes=self.pda.n_byte_classes, special_token_columns=len(self.pda.token_ids),
                    expansion_depth=self.depth)
-        if self._table is not None and not self._table.is_lazy:
-            nodes = self._table.all_nodes()
+        if self._table is not None and self._table.stored is not None:
+            nodes = self._table.stored
+            out["stored_node_rows"] = int(np.count_nonzero(nodes.row_of >= 0)) if nodes.row_of is not None \
+                else self.pda.n_nodes - 1
             out["uncertain_tokens_max_per_node"] = int(np.diff(nodes.unc_indptr).max(initial=0))
         return out
 
 
+#: Nodes whose rows an artifact precomputes, the first ones in reading order: each costs a
+#: walk of the vocabulary (1.5-3 ms with Llama 3), and a large schema has thousands. The
+#: others are served by the stack-DFA walk or bound when first needed, with the same masks.
+MAX_STORED_NODES = 1024
+
+
 def eager_rows(pda: PDATable, trie, depth: int, limits: Limits = DEFAULT_LIMITS,
                deadline: Deadline | None = None) -> NodeTokens:
-    """The rows of every node, from one expansion of all node regions."""
-    return bind_nodes(pda, trie, np.arange(1, pda.n_nodes), depth, expand(pda, depth, deadline=deadline),
-                      limits, deadline)
+    """The rows of the first :data:`MAX_STORED_NODES` nodes in reading order (all of a
+    smaller table), from one expansion of their regions."""
+    order = reading_order(pda)
+    if len(order) == pda.n_nodes - 1 <= MAX_STORED_NODES:
+        return bind_nodes(pda, trie, np.arange(1, pda.n_nodes), depth, expand(pda, depth, deadline=deadline),
+                          limits, deadline)
+    nodes = np.sort(order[:MAX_STORED_NODES])
+    bound = bind_nodes(pda, trie, nodes, depth, expand(pda, depth, deadline=deadline, nodes=nodes), limits, deadline)
+    row_of = np.full(pda.n_nodes - 1, -1, dtype=np.int32)
+    row_of[nodes - 1] = np.arange(len(nodes))
+    counts = np.zeros(pda.n_nodes - 1, dtype=np.int64)
+    counts[nodes - 1] = np.diff(bound.unc_indptr)
+    return NodeTokens(accepted=bound.accepted, unc_indptr=np.concatenate([[0], np.cumsum(counts)]),
+                      unc_ids=bound.unc_ids, row_of=row_of)
 
 
 def pda_from_parts(pda: PDATable, source: dict, depth: int, info: VocabInfo | None,

@@ -60,7 +60,7 @@ def read_payload(meta: dict, arrays: dict, source: dict, info: VocabInfo | None,
     else:
         rows, row_of = arrays["nodes.rows"], arrays["nodes.row_of"]
         require(row_of.shape == (n,), "nodes.row_of must have one entry per node")
-        in_range("nodes.row_of", row_of, 0, len(rows))
+        in_range("nodes.row_of", row_of, -1, len(rows))
     require(rows.shape[1] == (info.size + 31) // 32, "node mask rows must have ceil(V/32) words")
     if info.size % 32 and len(rows):  # ids at or past the vocabulary size are never allowed
         require(not (rows[:, -1] >> np.uint32(info.size % 32)).any(),
@@ -69,6 +69,8 @@ def read_payload(meta: dict, arrays: dict, source: dict, info: VocabInfo | None,
     require(indptr.shape == (n + 1,) and indptr[0] == 0 and indptr[-1] == len(ids)
             and bool(np.all(np.diff(indptr) >= 0)), "nodes.unc_indptr must run from 0 to len(nodes.unc_ids)")
     in_range("nodes.unc_ids", ids, 0, info.size)
+    if row_of is not None:
+        require(not np.diff(indptr)[row_of < 0].any(), "a node without a stored row has uncertain tokens")
     nodes = NodeTokens(accepted=rows, unc_indptr=indptr, unc_ids=ids, row_of=row_of)
     return pda_from_parts(pda, source, depth, info, nodes, vocab)
 

@@ -87,10 +87,14 @@ class PDATokenTable:
         # Rows bound at run time (a table without stored rows), by node.
         self._acc: list[np.ndarray | None] = [None] * table.n_nodes
         self._unc: list[np.ndarray | None] = [None] * table.n_nodes
-        self._stored = nodes
-        self._n_unc: np.ndarray | None = None
+        #: The precomputed node rows (None: none), possibly for some nodes only.
+        self.stored = nodes
+        self._has_row = np.zeros(table.n_nodes, dtype=bool)  # a stored row, by node
+        self._n_unc = np.zeros(table.n_nodes, dtype=np.int64)
         if nodes is not None:
-            self._n_unc = np.concatenate([[0], np.diff(nodes.unc_indptr)])
+            self._has_row[1:] = True if nodes.row_of is None else nodes.row_of >= 0
+            self._n_unc[1:] = np.diff(nodes.unc_indptr)
+        self._all_stored = bool(self._has_row[1:].all())
         self._depth = depth
         self.is_lazy = nodes is None
         self._expansion: LazyExpansion | None = None
@@ -127,7 +131,7 @@ class PDATokenTable:
         self._masks = LRUCache(limits.bool_masks)  # bool masks by (key, size)
         self._walks = LRUCache(limits.walk_rows)  # by canonical key: see _by_walk
         # Node rows bound at run time are a cache too (stored ones are the artifact's data).
-        self._bound_nodes = LRUCache(limits.node_rows, self._forget_node) if self.is_lazy else None
+        self._bound_nodes = None if self._all_stored else LRUCache(limits.node_rows, self._forget_node)
         if self._stack is not None:
             self._stack.set_limits(limits)
 
@@ -155,8 +159,8 @@ class PDATokenTable:
 
     def node_row(self, node: int) -> tuple[np.ndarray, np.ndarray]:
         """(accepted bitmask row, uncertain ids) of ``node``, binding it first if not stored."""
-        if self._stored is not None:
-            return _row(self._stored, node - 1)
+        if self._has_row[node]:
+            return _row(self.stored, node - 1)
         if self._acc[node] is None:
             self._bind_many([node])
         return self._acc[node], self._unc[node]
@@ -171,7 +175,7 @@ class PDATokenTable:
         batch: list[int] = []
         x = None
         for n in dict.fromkeys(nodes):
-            if self._acc[n] is not None:
+            if self._has_row[n] or self._acc[n] is not None:
                 continue
             before = self._expansion.current
             nxt = self._expansion.automaton_for(n)
@@ -191,18 +195,6 @@ class PDATokenTable:
             acc, unc = _row(bound, row)
             self._acc[n], self._unc[n] = acc.copy(), unc.copy()
             self._bound_nodes.put(n, None)
-
-    def all_nodes(self) -> NodeTokens:
-        """Rows of every node 1..N-1 (the stored ones; else bound one by one first)."""
-        if self._stored is not None:
-            return self._stored
-        rows = [self.node_row(n) for n in range(1, self.table.n_nodes)]
-        counts = [len(u) for _, u in rows]
-        return NodeTokens(
-            accepted=np.stack([a for a, _ in rows]) if rows else np.zeros((0, self.n_words), np.uint32),
-            unc_indptr=np.concatenate([[0], np.cumsum(counts)]).astype(np.int64),
-            unc_ids=np.concatenate([u for _, u in rows]).astype(np.int32) if rows else np.zeros(0, np.int32),
-        )
 
     # ------------------------------------------------------------ masks
 
@@ -263,14 +255,14 @@ class PDATokenTable:
 
     def _by_stored_rows(self, chart: Sequence[ChartSet], key: int | None) -> np.ndarray | None:
         nodes = sorted({n for n, _ in chart[-1].items})
-        if int(self._n_unc[nodes].sum()) > MAX_STORED_UNCERTAIN:
+        if not self._has_row[nodes].all() or int(self._n_unc[nodes].sum()) > MAX_STORED_UNCERTAIN:
             return None
         return self._by_rows(chart, key, nodes)
 
     def _by_rows(self, chart: Sequence[ChartSet], key: int | None, nodes: list[int] | None = None) -> np.ndarray:
         if nodes is None:
             nodes = sorted({n for n, _ in chart[-1].items})
-            if self.is_lazy:
+            if not self._all_stored:
                 self._bind_many(nodes)
         rows = [self.node_row(n) for n in nodes]
         out = np.bitwise_or.reduce(np.stack([a for a, _ in rows]), axis=0) if rows else \
