@@ -320,8 +320,8 @@ def canonical(delta: np.ndarray, accept: np.ndarray, block: np.ndarray, start: i
 def merge_byte_columns(delta: np.ndarray, classes: np.ndarray, n_byte_classes: int):
     """Merge byte classes whose columns became identical after minimisation (the merged
     classes numbered in order of their first column)."""
-    # Columns grouped by their bytes: np.unique(axis=1) sorted whole columns of a large table
-    # (13% of compile time over a MaskBench sample), and half the tables merge nothing.
+    # Columns grouped by their bytes (np.unique(axis=1) would sort whole columns of a large
+    # table), and a table with nothing to merge is kept as it is.
     columns = np.ascontiguousarray(delta[:, :n_byte_classes].T)
     seen: dict[bytes, int] = {}
     inverse = np.array([seen.setdefault(column.tobytes(), len(seen)) for column in columns], dtype=np.int64)

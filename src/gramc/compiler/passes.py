@@ -273,9 +273,7 @@ SHORT_SIZE = 1024
 #: string with ``maxLength`` 3 or more: a character reads up to 12 bytes) calls its item as a
 #: rule. Inlined, every position copies the item's states (~20,000 for 1,024 characters), and
 #: each position's mask is a walk of its own; called, the runtime prices the chain by count
-#: (:mod:`gramc.runtime.pda_counted`). On the 300-schema MaskBench sample, lowering this from
-#: 1,024 to 24 took the masks over 278 us from 1,249 to 1,145 and the summed compile time from
-#: 120 to 100 s.
+#: (:mod:`gramc.runtime.pda_counted`), and compiles faster.
 MAX_INLINE_REPEAT_BYTES = 24
 
 

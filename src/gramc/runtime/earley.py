@@ -44,8 +44,8 @@ class EarleyParser:
     def __init__(self, table: PDATable):
         self.table = table
         self.byte_next: list[list[int]] = table.delta[:, : table.n_byte_classes].tolist()
-        # Special tokens' columns, as lists per node (the whole table as lists, call columns
-        # too, cost ~10 ms per parser on large tables, inside the first mask).
+        # Special tokens' columns, as lists per node (not the whole table: call columns are
+        # not needed, and listing them is paid inside the first mask).
         self.token_col = {int(t): i for i, t in enumerate(table.token_ids)}
         n_bytes = table.n_byte_classes
         self.token_rows: list[list[int]] = table.delta[:, n_bytes : n_bytes + len(table.token_ids)].tolist()

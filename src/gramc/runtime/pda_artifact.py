@@ -112,7 +112,7 @@ class PDAArtifact(Artifact):
 
 
 #: Nodes whose rows an artifact precomputes, the first ones in reading order: each costs a
-#: walk of the vocabulary (1.5-3 ms with Llama 3), and a large schema has thousands. The
+#: walk of the whole vocabulary, and a large schema has thousands of nodes. The
 #: others are served by the stack-DFA walk or bound when first needed, with the same masks.
 MAX_STORED_NODES = 1024
 

@@ -5,9 +5,8 @@ A counted repetition ``x{m,N}`` of a short item, over a few items, calls the ite
 positions are a chain of nodes ``c_0 .. c_N``, ``c_i`` calling ``x`` and returning to
 ``c_{i+1}``. Every position is a different stack. The horizon
 (:mod:`gramc.runtime.pda_horizon`) merges those further than the longest token from the end,
-but the last ones, and every position of a chain shorter than that, were each a walk of the
-whole vocabulary through the stack DFA: 2-4 ms, and 12-17 ms at the first position, where
-the states of the positions a token may reach are built.
+but the last ones, and every position of a chain shorter than that, would each be a walk of
+the whole vocabulary through the stack DFA.
 
 Yet the item reads the same way at every position. When its boundaries are unambiguous (it
 calls nothing, its accepting nodes read nothing, it cannot be empty) and no byte that may
@@ -18,8 +17,8 @@ looped on itself with the iterations counted (:class:`CountedSlice`), and a posi
 ``r`` iterations left takes the tokens that start at most ``r`` more. The tokens whose next
 byte at a boundary cannot start an iteration are exits: they are walked on the real stack from
 the chain node that boundary returns to, as the exits of :mod:`gramc.runtime.pda_slices`
-are. A JSON string character of Llama 3 takes one such walk per item node met (~5 ms, shared by
-every schema), and a position then costs the OR of one cached row.
+are. A JSON string character takes one such walk per item node met (shared by every schema
+compiled against the vocabulary), and a position then costs the OR of one cached row.
 """
 
 from __future__ import annotations

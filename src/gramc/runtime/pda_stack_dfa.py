@@ -259,8 +259,8 @@ class StackDFA:
                     target = entries.get(seeds[0])
                     self._trans[q, c] = self._entry(*seeds[0]) if target is None else target
                 elif seeds:
-                    # Different states step to the same configurations (40% of these on the
-                    # slowest MaskBench schemas): their closure is memoised too.
+                    # Different states often step to the same configurations: their closure
+                    # is memoised too.
                     key = frozenset(seeds)
                     target = stepped.get(key)
                     if target is None:

@@ -314,8 +314,7 @@ class PDATokenTable:
         if not rows:
             return np.zeros(0, dtype=np.int64)
         if sum(map(len, rows)) > 4096:
-            # Rows of up to ~100k ids: a scatter over the vocabulary (np.unique of them cost
-            # ~8 ms per new configuration).
+            # Rows of up to a vocabulary's size: a scatter over the vocabulary, not a sort.
             flags = np.zeros(self.n_words * 32, dtype=bool)
             for u in rows:
                 flags[u] = True

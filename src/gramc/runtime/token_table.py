@@ -9,8 +9,8 @@ identical answers.
 A lazy table's mask row needs no binding: it is the state's node slice
 (:mod:`gramc.runtime.pda_slices`, the DFA read as a PDA without calls), whose exits are walked
 on through the DFA. A string body's states are a loop whose slice every such loop shares, so
-only the tokens that leave it (those with a ``"``) are walked per state, where binding walked
-the whole vocabulary (~3 ms with Llama 3). A commit from a state whose row is not bound walks
+only the tokens that leave it (those with a ``"``) are walked per state, where binding walks
+the whole vocabulary. A commit from a state whose row is not bound walks
 the token's own bytes.
 """
 
