@@ -34,11 +34,12 @@ def pack_rows(indptr: np.ndarray, token_ids: np.ndarray, vocab_size: int) -> np.
     step = max(1, _PACK_CHUNK_BYTES // max(width, 1))
     for lo in range(0, n_rows, step):
         hi = min(lo + step, n_rows)
-        dense = np.zeros((hi - lo, width), dtype=bool)
+        # One flat byte per bit of the chunk's rows, set at row * width + id, packed at once.
+        flat = np.zeros((hi - lo) * width, dtype=np.uint8)
         a, b = indptr[lo], indptr[hi]
-        rows = np.repeat(np.arange(hi - lo), np.diff(indptr[lo : hi + 1]))
-        dense[rows, token_ids[a:b]] = True
-        out[lo:hi] = pack_dense(dense)
+        starts = np.repeat(np.arange(hi - lo, dtype=np.int64) * width, np.diff(indptr[lo : hi + 1]))
+        flat[starts + token_ids[a:b]] = 1
+        out[lo:hi] = np.packbits(flat, bitorder="little").view("<u4").reshape(hi - lo, width // 32)
     return out
 
 

@@ -265,15 +265,24 @@ class PDATokenTable:
             if not self._all_stored:
                 self._bind_many(nodes)
         rows = [self.node_row(n) for n in nodes]
-        out = np.bitwise_or.reduce(np.stack([a for a, _ in rows]), axis=0) if rows else \
-            np.zeros(self.n_words, np.uint32)
-        out = out.copy()
+        out = self._accepted_union(nodes, rows)
         cands = self._uncertain(out, [u for _, u in rows if len(u)])
         if len(cands):
             set_bits(out, self._accepted(chart, key, cands))
         if self.eos_ids and self.parser.is_complete(chart[-1]):
             set_bits(out, self.eos_ids)
         return out
+
+    def _accepted_union(self, nodes: list[int], rows: list[tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
+        """The OR of the accepted rows of ``nodes`` (a new array); stored rows shared by
+        several nodes are OR-ed once."""
+        stored = self.stored
+        if stored is not None and stored.row_of is not None and self._has_row[nodes].all():
+            distinct = np.unique(stored.row_of[np.asarray(nodes) - 1])
+            return np.bitwise_or.reduce(stored.accepted[distinct], axis=0)
+        if not rows:
+            return np.zeros(self.n_words, np.uint32)
+        return np.bitwise_or.reduce(np.stack([a for a, _ in rows]), axis=0)
 
     def _by_walk(self, chart: Sequence[ChartSet], key: int | None) -> np.ndarray | None:
         """The mask from the stack DFA alone: every token walked from the configuration's
