@@ -86,7 +86,7 @@ def test_runtime_only_install_loads_artifacts_without_the_compile_extra(tmp_path
 
     package = tmp_path / "package"
     package.mkdir()
-    for name in ("pyproject.toml", "README.md", "LICENSE"):
+    for name in ("pyproject.toml", "README.md", "LICENSE", "NOTICE"):
         shutil.copy(ROOT / name, package / name)
     shutil.copytree(ROOT / "src", package / "src", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
     venv = tmp_path / "venv"
