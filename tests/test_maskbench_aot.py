@@ -41,7 +41,6 @@ def records() -> list[dict]:
 @pytest.fixture(scope="module")
 def gpt2_bench():
     shared_path("vocabs", "gpt2.tiktoken")
-    pytest.importorskip("tiktoken")
     os.environ["GRAMC_BENCH_VOCABS"] = str(SHARED / "vocabs")  # read by the forked workers
 
 
