@@ -14,8 +14,10 @@ import json
 import math
 import re
 
+import jsonschema
 import numpy as np
 import pytest
+import regex
 
 import gramc
 from earley import EarleyOracle
@@ -139,17 +141,11 @@ def test_recursive_grammar_generations_match(name, sampler, artifacts, gpt2):
 @pytest.fixture(scope="module")
 def schema_artifact(gpt2):
     """One lazily bound artifact for every sampler (its bound states are shared)."""
-    try:
-        return gramc.compile(json.dumps(SCHEMA), format="json_schema", vocab=gpt2, lazy=True)
-    except gramc.GramcError as err:
-        if "unknown source format" in str(err):
-            pytest.skip("format='json_schema' is not available in this build")
-        raise
+    return gramc.compile(json.dumps(SCHEMA), format="json_schema", vocab=gpt2, lazy=True)
 
 
 @pytest.mark.parametrize("sampler", SAMPLERS)
 def test_json_schema_generations_validate(sampler, gpt2, schema_artifact):
-    jsonschema = pytest.importorskip("jsonschema")
     validated = 0
     for seed in SEEDS[:4]:
         r = generate(schema_artifact, model(seed, eos_bias=8.0), vocab=gpt2, max_tokens=120,
@@ -331,7 +327,6 @@ def _small_model(seed):
 
 def _oracle_mask(prefix: str, vocab) -> np.ndarray:
     """Allowed ids by brute force with the `regex` module's partial matching."""
-    regex = pytest.importorskip("regex")
     pat = regex.compile("(a|b)(ab|b)*c?")
     mask = np.zeros(8, dtype=bool)
     for t, tok in enumerate(SMALL[:6]):
@@ -446,7 +441,6 @@ def test_seeded_sampling_is_reproducible(gpt2, artifacts):
 def test_allowed_text_debug_helper(gpt2, artifacts):
     m = artifacts["record"].matcher()
     m.commit_tokens(artifacts["record"].matcher().forced_tokens())
-    regex = pytest.importorskip("regex")
     pairs = allowed_text(m, gpt2, limit=None)
     prefix = '{"name": "'
     assert all(regex.fullmatch(REGEXES["record"], prefix + gpt2.tokens[t].decode(), partial=True)

@@ -252,13 +252,16 @@ def test_keyword_against_jsonschema(case):
 
 
 def test_compact_cases_reject_whitespace():
+    spaced_checked = 0
     for _, schema, valid, _ in CASES[:40]:
         oracle, _, _ = compile_schema(schema, COMPACT)
         for instance in valid:
             assert oracle.fullmatch(json.dumps(instance, separators=(",", ":"), ensure_ascii=False).encode())
             spaced = json.dumps(instance).encode()
-            if b" " in spaced:
+            if b" " in spaced:  # json.dumps puts a space after every ',' and ':'
                 assert not oracle.fullmatch(spaced), spaced
+                spaced_checked += 1
+    assert spaced_checked, "no case had a spaced spelling to reject"
 
 
 def test_escaped_spellings_of_names_and_constants():
@@ -399,17 +402,25 @@ FAST = settings(max_examples=60, deadline=None, derandomize=True,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
 
-@FAST
-@given(SCHEMAS, st.randoms(use_true_random=False))
-def test_random_schemas_against_jsonschema(schema, rnd):
-    oracle, approx, _ = compile_schema(schema)
-    validator = Draft202012Validator(schema)
-    for instance in [random_value(rnd) for _ in range(15)] + VALUES:
-        text = json.dumps(instance, separators=(",", ":")).encode()
-        if validator.is_valid(instance):
-            assert accepted_in_some_order(oracle, instance), (schema, text)
-        elif not approx:
-            assert not oracle.fullmatch(text), (schema, text)
+def test_random_schemas_against_jsonschema():
+    checked = {"valid": 0, "invalid": 0}
+
+    @FAST
+    @given(SCHEMAS, st.randoms(use_true_random=False))
+    def check(schema, rnd):
+        oracle, approx, _ = compile_schema(schema)
+        validator = Draft202012Validator(schema)
+        for instance in [random_value(rnd) for _ in range(15)] + VALUES:
+            text = json.dumps(instance, separators=(",", ":")).encode()
+            if validator.is_valid(instance):
+                assert accepted_in_some_order(oracle, instance), (schema, text)
+                checked["valid"] += 1
+            elif not approx:  # an approximation may accept an invalid instance
+                assert not oracle.fullmatch(text), (schema, text)
+                checked["invalid"] += 1
+
+    check()
+    assert all(checked.values()), checked  # both kinds of check ran on some example
 
 
 def sample_text(grammar, rnd: random.Random, budget: int = 2000) -> bytes | None:
@@ -454,25 +465,33 @@ def _no_duplicate_keys(pairs):
     return dict(pairs)
 
 
-@FAST
-@given(SCHEMAS, st.randoms(use_true_random=False))
-def test_everything_the_grammar_generates_validates(schema, rnd):
-    _, approx, grammar = compile_schema(schema)
-    if approx:
-        return
-    validator = Draft202012Validator(schema)
-    for _ in range(12):
-        text = sample_text(grammar, rnd)
-        if text is None:
-            continue
-        try:
-            instance = json.loads(text.decode("utf-8"), parse_float=_float, object_pairs_hook=_no_duplicate_keys)
-        except ValueError as err:
-            assert "duplicate key" in str(err) or "float" in str(err), text
-            continue
-        if any(isinstance(s, str) and "\n" in s for s in _strings(instance)) and "pattern" in json.dumps(schema):
-            continue  # Python's re "$" matches before a final newline, ECMA-262's does not
-        assert validator.is_valid(instance), (schema, text)
+def test_everything_the_grammar_generates_validates():
+    validated = 0
+
+    @FAST
+    @given(SCHEMAS, st.randoms(use_true_random=False))
+    def check(schema, rnd):
+        nonlocal validated
+        _, approx, grammar = compile_schema(schema)
+        if approx:
+            return  # an approximation may generate invalid documents
+        validator = Draft202012Validator(schema)
+        for _ in range(12):
+            text = sample_text(grammar, rnd)
+            if text is None:
+                continue
+            try:
+                instance = json.loads(text.decode("utf-8"), parse_float=_float, object_pairs_hook=_no_duplicate_keys)
+            except ValueError as err:
+                assert "duplicate key" in str(err) or "float" in str(err), text
+                continue
+            if any(isinstance(s, str) and "\n" in s for s in _strings(instance)) and "pattern" in json.dumps(schema):
+                continue  # Python's re "$" matches before a final newline, ECMA-262's does not
+            assert validator.is_valid(instance), (schema, text)
+            validated += 1
+
+    check()
+    assert validated, "no generated document was validated"
 
 
 def _strings(value):

@@ -153,33 +153,49 @@ OBJECTS = settings(max_examples=80, deadline=None, derandomize=True,
                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
 
-@OBJECTS
-@given(object_schemas(), st.randoms(use_true_random=False))
-def test_any_order_is_exact_on_random_object_schemas(schema, rnd):
-    oracle, approx, restricted = compile_restricted(schema, ANY_COMPACT)
-    assert not restricted, restricted  # at most 4 declared names: within the default bound
-    validator = validator_for(schema)
-    for instance in instances(rnd):
-        valid = validator.is_valid(instance)
-        if valid or not approx:
-            assert oracle.fullmatch(compact(instance)) == valid, (schema, instance, valid)
-        if valid:
-            for name in set(instance) & set(schema["properties"]):  # a declared name written twice
-                text = compact(instance)[:-1] + b"," + compact({name: instance[name]})[1:]
-                assert not oracle.fullmatch(text), (schema, text)
+def test_any_order_is_exact_on_random_object_schemas():
+    checked = {"valid": 0, "invalid": 0, "repeated name": 0}
+
+    @OBJECTS
+    @given(object_schemas(), st.randoms(use_true_random=False))
+    def check(schema, rnd):
+        oracle, approx, restricted = compile_restricted(schema, ANY_COMPACT)
+        assert not restricted, restricted  # at most 4 declared names: within the default bound
+        validator = validator_for(schema)
+        for instance in instances(rnd):
+            valid = validator.is_valid(instance)
+            if valid or not approx:  # an approximation may accept an invalid instance
+                assert oracle.fullmatch(compact(instance)) == valid, (schema, instance, valid)
+                checked["valid" if valid else "invalid"] += 1
+            if valid:
+                for name in set(instance) & set(schema["properties"]):  # a declared name written twice
+                    text = compact(instance)[:-1] + b"," + compact({name: instance[name]})[1:]
+                    assert not oracle.fullmatch(text), (schema, text)
+                    checked["repeated name"] += 1
+
+    check()
+    assert all(checked.values()), checked  # each kind of check ran on some example
 
 
-@OBJECTS
-@given(object_schemas(), st.randoms(use_true_random=False))
-def test_schema_order_accepts_only_valid_documents(schema, rnd):
-    oracle, approx, _ = compile_schema(schema, SchemaOptions(whitespace="compact"))
-    validator = validator_for(schema)
-    for instance in instances(rnd, 12):
-        if validator.is_valid(instance):
-            if len(instance) <= 5:  # key_orders tries every order of up to 5 (120) members
-                assert accepted_in_some_order(oracle, instance), (schema, instance)
-        elif not approx:
-            assert not oracle.fullmatch(compact(instance)), (schema, instance)
+def test_schema_order_accepts_only_valid_documents():
+    checked = {"valid": 0, "invalid": 0}
+
+    @OBJECTS
+    @given(object_schemas(), st.randoms(use_true_random=False))
+    def check(schema, rnd):
+        oracle, approx, _ = compile_schema(schema, SchemaOptions(whitespace="compact"))
+        validator = validator_for(schema)
+        for instance in instances(rnd, 12):
+            if validator.is_valid(instance):
+                if len(instance) <= 5:  # key_orders tries every order of up to 5 (120) members
+                    assert accepted_in_some_order(oracle, instance), (schema, instance)
+                    checked["valid"] += 1
+            elif not approx:
+                assert not oracle.fullmatch(compact(instance)), (schema, instance)
+                checked["invalid"] += 1
+
+    check()
+    assert all(checked.values()), checked
 
 
 def test_counting_and_extras_in_any_order():

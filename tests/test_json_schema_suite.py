@@ -11,14 +11,10 @@ from __future__ import annotations
 
 import collections
 import json
-import sys
-from pathlib import Path
 
 from paths import shared_path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
-
-import json_schema_suite as suite  # noqa: E402
+import json_schema_suite as suite  # bench/: on pytest's pythonpath (pyproject.toml)
 
 
 def test_json_schema_suite_no_regressions():

@@ -9,17 +9,13 @@ in-process compile writes, and a compile process over the RSS cap must be a comp
 from __future__ import annotations
 
 import os
-import sys
-from pathlib import Path
 
 import jsonschema
 import pytest
 
 from paths import SHARED, shared_path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
-
-import maskbench  # noqa: E402
+import maskbench  # bench/maskbench.py: bench/ is on pytest's pythonpath (pyproject.toml)
 
 SCHEMAS = {
     "regular": {"type": "object", "additionalProperties": False, "required": ["name"],
@@ -41,7 +37,6 @@ def records() -> list[dict]:
 @pytest.fixture(scope="module")
 def gpt2_bench():
     shared_path("vocabs", "gpt2.tiktoken")
-    pytest.importorskip("tiktoken")
     os.environ["GRAMC_BENCH_VOCABS"] = str(SHARED / "vocabs")  # read by the forked workers
 
 

@@ -17,16 +17,12 @@ from __future__ import annotations
 import collections
 import json
 import os
-import sys
-from pathlib import Path
 
 import pytest
 
 from paths import SHARED, shared_path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
-
-import maskbench  # noqa: E402
+import maskbench  # bench/maskbench.py: bench/ is on pytest's pythonpath (pyproject.toml)
 
 
 @pytest.mark.slow

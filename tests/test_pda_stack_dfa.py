@@ -134,8 +134,8 @@ def test_entry_slices_patch_the_first_bytes_that_differ(gpt2, seed, monkeypatch)
     patched = []
     entry_slice = NodeSlices._entry_slice
 
-    def spy(self, node, row):
-        found = entry_slice(self, node, row)
+    def spy(self, row):
+        found = entry_slice(self, row)
         # Patched: a new slice, not the loop node's own (kept already) returned as it is.
         patched.append(found is not None and all(found is not kept for kept in self._by_node.values()))
         return found

@@ -12,6 +12,7 @@ import re
 import unicodedata
 
 import pytest
+import regex as regex_pkg
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from oracle import derive, fullmatch, is_viable_prefix, nullable
@@ -33,8 +34,6 @@ from gramc.errors import (
     UnsupportedFeatureError,
 )
 from gramc.limits import Limits
-
-regex_pkg = pytest.importorskip("regex")
 
 CORPUS = SHARED / "corpora" / "regex-vectors.dev.jsonl"
 FAST = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -28,9 +26,7 @@ from gramc.runtime.pda_artifact import PDAArtifact
 from paths import shared_path
 from test_pda import GRAMMARS, make_vocab, oracle_item, oracle_mask, pda_artifact, walk_against_oracle
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
-
-import soak  # noqa: E402
+import soak  # bench/soak.py: bench/ is on pytest's pythonpath (pyproject.toml)
 
 TINY = soak.tiny_limits()
 #: Tinier still for small grammars: a new parser generation before nearly every mask.

@@ -21,7 +21,11 @@ from base64 import b64decode
 from pathlib import Path
 from types import MappingProxyType
 
+import gguf
+import numpy as np
 import pytest
+import tiktoken
+import tokenizers
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -98,13 +102,11 @@ def llama3(llama3_path) -> Vocab:
 
 @pytest.fixture(scope="module")
 def gguf_vocabs() -> dict[str, Vocab]:
-    pytest.importorskip("gguf")
     names = ("ggml-vocab-gpt-2.gguf", "ggml-vocab-llama-spm.gguf", "ggml-vocab-phi-3.gguf")
     return {name: Vocab.from_gguf(shared(name)) for name in names}
 
 
 def tiktoken_encoding(path: Path, pattern: str, specials: dict[str, int]):
-    tiktoken = pytest.importorskip("tiktoken")
     ranks = {}
     for line in path.read_bytes().splitlines():
         if line.strip():
@@ -188,7 +190,6 @@ def test_pickle_round_trip_keeps_content_and_name():
 
 
 def test_numpy_ids_are_accepted():
-    np = pytest.importorskip("numpy")
     v = Vocab([b"a", b"b"], special_ids=np.array([1]), eos_ids=[np.int64(1)])
     assert v.eos_ids == (1,) and type(v.eos_ids[0]) is int
 
@@ -381,7 +382,6 @@ def test_malformed_tiktoken_names_file_and_line(tmp_path, text, fragment):
 
 
 def test_llama3_json_matches_tokenizers(llama3, llama3_path):
-    tokenizers = pytest.importorskip("tokenizers")
     tok = tokenizers.Tokenizer.from_file(str(llama3_path))
     assert llama3.size == 128257 == tok.get_vocab_size(with_added_tokens=True)
     compared = 0
@@ -394,7 +394,6 @@ def test_llama3_json_matches_tokenizers(llama3, llama3_path):
 
 
 def test_llama3_json_round_trips_multilingual_text(llama3, llama3_path):
-    tokenizers = pytest.importorskip("tokenizers")
     tok = tokenizers.Tokenizer.from_file(str(llama3_path))
     ids = tok.encode(MULTILINGUAL, add_special_tokens=False).ids
     pieces = [llama3.tokens[i] for i in ids]
@@ -490,7 +489,6 @@ def tokenizers_pieces(doc: dict, ids: list[int], anchor: int) -> dict[int, bytes
     The anchor absorbs the decoder's "strip the first space" rule, so a word-initial piece
     keeps its space, as it does inside a generated text.
     """
-    tokenizers = pytest.importorskip("tokenizers")
     tok = tokenizers.Tokenizer.from_str(json.dumps(doc))
     head = tok.decode([anchor]).encode()
     out = {}
@@ -633,7 +631,6 @@ def test_gguf_matches_llama_cpp_token_to_piece(gguf_vocabs, name):
 
 
 def write_gguf(path: Path, tokens: list[str], types: list[int] | None, model="llama", **ids):
-    gguf = pytest.importorskip("gguf")
     w = gguf.GGUFWriter(str(path), arch="llama")
     if model is not None:
         w.add_tokenizer_model(model)
@@ -779,7 +776,6 @@ def test_load_vocab_dispatch():
 
 
 def test_load_vocab_gguf_and_folder(tmp_path, llama3_path, llama3):
-    pytest.importorskip("gguf")
     assert load_vocab(shared("ggml-vocab-llama-spm.gguf")).size == 32000
     folder = tmp_path / "model"
     folder.mkdir()
@@ -814,8 +810,6 @@ def test_load_vocab_caches_by_path_and_mtime(tmp_path):
     ],
 )
 def test_load_vocab_errors_name_the_file(tmp_path, name, content, fragment):
-    if name.endswith(".gguf"):
-        pytest.importorskip("gguf")
     path = tmp_path / name
     if content is not None:
         path.write_bytes(content)

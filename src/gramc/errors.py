@@ -12,7 +12,7 @@ unsupported input are different classes, so callers can tell "you wrote it wrong
     ├── VocabularyError           bad vocabulary, or artifact/vocabulary mismatch
     ├── ArtifactFormatError       corrupt, truncated or hostile .gmask data
     │   └── ArtifactVersionError  a .gmask from an unsupported format version
-    └── BackendUnavailableError   an optional backend (CUDA, an integration) is missing
+    └── BackendUnavailableError   an optional backend (CUDA, an integration, a compile extra) is missing
 
 The CLI maps these classes to exit codes (see :data:`EXIT_CODES`).
 """
@@ -146,7 +146,8 @@ class ArtifactVersionError(ArtifactFormatError):
 
 
 class BackendUnavailableError(GramcError, RuntimeError):
-    """An optional backend (CUDA, an integration) is not installed or has no device."""
+    """An optional backend (CUDA, an integration, the packages of the ``compile`` extra) is not
+    installed or has no device."""
 
 
 class GramcWarning(UserWarning):

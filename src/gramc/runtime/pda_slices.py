@@ -154,7 +154,7 @@ class NodeSlices:
         comps = set(loops.tolist())
         if comps and sum(self._sizes[c] for c in comps) <= MAX_LOOP_NODES:
             if self._comp[node] < 0:
-                found = self._entry_slice(node, row)
+                found = self._entry_slice(row)
                 if found is not None:
                     return found
             return self._loop_slice(node, comps)
@@ -181,13 +181,13 @@ class NodeSlices:
         nodes = targets[np.array(shared.exit_nodes, dtype=np.int64) - (len(local) + 1)].tolist()
         return Slice(shared.words, exits, nodes, shared.exit_at, shared.exit_tokens)
 
-    def _entry_slice(self, node: int, row: np.ndarray) -> Slice | None:
-        """The slice of ``node``, which enters a loop on its first byte (the node before a
-        string's first character, or a property name that may also be any string) but is not
-        in it, from the slice of the loop node it enters with most tokens: a token whose first
-        byte leads both nodes to the same node is read the same way from both. Only the tokens
-        whose first byte leads ``node`` elsewhere are walked here. None if that node has no
-        slice."""
+    def _entry_slice(self, row: np.ndarray) -> Slice | None:
+        """The slice of the node whose transitions are ``row``, which enters a loop on its first
+        byte (the node before a string's first character, or a property name that may also be
+        any string) but is not in it, from the slice of the loop node it enters with most
+        tokens: a token whose first byte leads both nodes to the same node is read the same way
+        from both. Only the tokens whose first byte leads this node elsewhere are walked here.
+        None if the loop node has no slice."""
         target = row[self._byte_class]  # per first byte
         like = _heaviest_entered(target, self._comp, self._first_count)
         base = self.slice_for(like)

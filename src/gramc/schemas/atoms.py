@@ -120,11 +120,6 @@ def _render(value: Any) -> str:
     return repr(value)
 
 
-def sort_atoms(atoms) -> list[Atom]:
-    """Atoms in a stable order (grammar output must not depend on hash seeds)."""
-    return sorted(atoms, key=lambda a: a.sort_key)
-
-
 class Keywords:
     """Typed access to the keywords of one positive atom (a Node or a Synth)."""
 

@@ -58,7 +58,7 @@ class CombinatorMixin:
         part, key = split
         rest = frozenset(parts) - {part}
         if key == "not":
-            branches = [rest | set(d) for d in self.negate(part.inner, kind, part.where)]
+            branches = [rest | set(d) for d in self.negate(part.inner, kind)]
         else:
             kw = self.keywords(part)
             base = rest | {part.without(*_consumed(key))}
@@ -92,7 +92,7 @@ class CombinatorMixin:
             return [(b,) for b in members]
         if kind in ("object", "array"):
             with self.quiet():
-                sizes = [max(1, len(self.negate(b, kind, kw.pointer))) for b in members]
+                sizes = [max(1, len(self.negate(b, kind))) for b in members]
             cost = sum(prod(sizes) // s for s in sizes)
             if cost > MAX_ONEOF_COMBINATIONS:
                 self.approx("oneOf", kw.where("oneOf"), f"the branches overlap for {kind}s and excluding the "
@@ -203,7 +203,7 @@ class CombinatorMixin:
 
     # ------------------------------------------------------------ negation (objects, arrays)
 
-    def negate(self, atom: Atom, kind: str, where: str) -> list[tuple]:
+    def negate(self, atom: Atom, kind: str) -> list[tuple]:
         """``not atom`` for instances of ``kind``, as a list of conjunctions (a union)."""
         flat = self.flatten({atom})
         if flat.false or kind not in self.kinds(self.types(flat.parts)):

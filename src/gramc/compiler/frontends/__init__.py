@@ -5,14 +5,31 @@
 ``limits`` is the caller's :class:`~gramc.limits.Limits`: ``max_repeat`` and ``max_nesting``
 are enforced by every frontend);
 :data:`EXTENSIONS` maps file extensions to format names for ``--format auto``.
+
+The lark and json_schema frontends need third-party packages that only the ``compile`` extra
+installs (the base install is the runtime); without them they raise a
+:class:`~gramc.errors.BackendUnavailableError` naming the extra before parsing anything.
 """
 
 from __future__ import annotations
 
+import importlib
 from typing import Callable
 
 from gramc.compiler.ir import Grammar
+from gramc.errors import BackendUnavailableError
 from gramc.limits import Limits
+
+
+def _require(package: str, format: str) -> None:
+    """Raise :class:`BackendUnavailableError` when ``package``, which the ``format`` frontend
+    imports, is not installed (``pip install gramc`` leaves it out; ``gramc[compile]`` has it)."""
+    try:
+        importlib.import_module(package)
+    except ImportError as e:
+        raise BackendUnavailableError(
+            f"format={format!r} needs the {package!r} package, which the runtime-only install of "
+            f"gramc leaves out: pip install 'gramc[compile]'") from e
 
 
 def _regex(source: str, options: dict, source_name: str, limits: Limits) -> Grammar:
@@ -35,12 +52,14 @@ def _ebnf(source: str, options: dict, source_name: str, limits: Limits) -> Gramm
 
 
 def _lark(source: str, options: dict, source_name: str, limits: Limits) -> Grammar:
+    _require("lark", "lark")
     from gramc.compiler.frontends.lark import parse_lark
 
     return parse_lark(source, source_name=source_name, limits=limits)
 
 
 def _json_schema(source: str, options: dict, source_name: str, limits: Limits) -> Grammar:
+    _require("jsonschema", "json_schema")
     from gramc.schemas import compile_schema_text
 
     return compile_schema_text(source, options, source_name, limits)

@@ -392,8 +392,8 @@ class _Parser:
         else:
             self._char_atom(self.pos)
 
-    def _push(self, expr: Expr, start: int) -> None:
-        self.stack[-1].items.append(self._quantified(expr, start))
+    def _push(self, expr: Expr) -> None:
+        self.stack[-1].items.append(self._quantified(expr))
 
     def _open_group(self) -> None:
         start = self.pos
@@ -409,7 +409,7 @@ class _Parser:
             raise self._syntax("unbalanced parenthesis", self.pos)
         frame = self.stack.pop()
         self.pos += 1
-        self._push(frame.finish(), frame.start)
+        self._push(frame.finish())
 
     def _bar(self) -> None:
         self.pos += 1
@@ -528,7 +528,7 @@ class _Parser:
 
     # ------------------------------------------------------------ quantifiers
 
-    def _quantified(self, expr: Expr, start: int) -> Expr:
+    def _quantified(self, expr: Expr) -> Expr:
         bounds = self._quantifier()
         if bounds is None:
             return expr
@@ -597,16 +597,14 @@ class _Parser:
 
     def _char_atom(self, start: int) -> None:
         self.pos += 1
-        self._push(self._set_expr(self._single(_Char(ord(self.src[start])), start)), start)
+        self._push(self._set_expr(self._single(_Char(ord(self.src[start])), start)))
 
     def _dot(self) -> None:
-        start = self.pos
         self.pos += 1
-        self._push(self.dialect.lower(self.dialect.dot()), start)
+        self._push(self.dialect.lower(self.dialect.dot()))
 
     def _class_atom(self) -> None:
-        start = self.pos
-        self._push(self.dialect.lower(self._class()), start)
+        self._push(self.dialect.lower(self._class()))
 
     def _escape_atom(self) -> None:
         start = self.pos
@@ -619,7 +617,7 @@ class _Parser:
         if c != "" and c in "123456789":
             raise self._unsupported(f"backreference \\{c}", start)
         unit = self._escape(in_class=False)
-        self._push(self._set_expr(self._single(unit, start)), start)
+        self._push(self._set_expr(self._single(unit, start)))
 
     def _set_expr(self, s: _Set) -> Expr:
         return self.dialect.lower(self.dialect.fold(s) if self.icase else s)

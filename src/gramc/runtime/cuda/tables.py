@@ -174,9 +174,6 @@ class DeviceTables:
         self.descriptors = b.upload(self._records.view(np.int64).reshape(-1))
         return len(self._records) - 1
 
-    def uses_dense(self, index: int) -> bool:
-        return self._buffers[index]["next_dense"] is not None
-
     @property
     def ptr(self) -> int:
         return self.backend.ptr(self.descriptors)
