@@ -289,3 +289,20 @@ def test_counts_that_skip_are_not_merged():
     assert merge_nested_counts(body, 100_000) is body
     dfa = gramc.compile("(a{3}){1,5}").dfa
     assert [n for n in range(20) if dfa.fullmatch(b"a" * n)] == [3, 6, 9, 12, 15]
+
+
+def test_memory_held_beside_a_subset_construction_counts_against_max_memory():
+    """A PDA's rule DFAs stay alive until they are stacked: each rule's construction counts
+    the ones built before it (a MaskBench schema's rule DFAs, thousands of call columns
+    each, passed 11 GB together while each one fitted the limit)."""
+    from gramc.compiler.dfa import byte_classes, determinize
+    from gramc.compiler.ir import Grammar
+    from gramc.compiler.nfa import build_nfa
+
+    nfa = build_nfa(Grammar.single(lower("[a-z]{1,50}", "regex").rules["root"]))
+    classes = byte_classes(set(nfa.cls) - {0})
+    limits = Limits(max_memory=1 << 20)
+    determinize(nfa, classes, [], 0, limits, Deadline(60))  # alone it fits
+    with pytest.raises(LimitExceededError, match="the transition tables of 52 DFA states x 2 columns, with [0-9,]+ bytes held beside them") as info:
+        determinize(nfa, classes, [], 0, limits, Deadline(60), held=1_048_000)
+    assert info.value.limit == "max_memory"

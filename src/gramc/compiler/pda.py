@@ -108,7 +108,11 @@ def build_pda(grammar: Grammar, limits: Limits = DEFAULT_LIMITS, collapse: bool 
     nfas = [build_nfa(Grammar(g.rules, n), limits, calls) for n in names]
     classes = byte_classes({m for nfa in nfas for m in nfa.cls} - {0})
     token_ids = sorted({t for nfa in nfas for t in nfa.tok if t >= 0})
-    parts = [determinize(nfa, classes, token_ids, len(names), limits, deadline) for nfa in nfas]
+    parts = []
+    held = 0  # the rule DFAs built so far stay alive until they are stacked
+    for nfa in nfas:
+        parts.append(determinize(nfa, classes, token_ids, len(names), limits, deadline, held))
+        held += parts[-1][0].nbytes
     n_nodes = 1 + sum(len(accept) - 1 for _, accept, _ in parts)
     limits.check_memory(4 * n_nodes * parts[0][0].shape[1],
                         f"the PDA node table of {n_nodes:,} nodes x {parts[0][0].shape[1]} columns")
