@@ -496,7 +496,7 @@ def _():
     return language("[\\u0000-\\u{10FFFF}]{3}", "regex", ["abc", "\U0010ffff\u00e9a", "ab"], options=None)
 
 
-@case("width", "regex-1MB-literal", ok=[True, False], error="LimitExceededError", match=r"max_dfa_states.*\(", wall=30,
+@case("width", "regex-1MB-literal", ok=[True, False], error="LimitExceededError", match=r"max_dfa_states.*\(", wall=15,
       xfail="a literal of n bytes needs n DFA states: 200 KB is refused after 10 s (max_dfa_states, the message "
             "says not where), 1 MB runs past the cap (DFA, then the PDA fallback twice)")
 def _():
@@ -510,19 +510,20 @@ def _():
     return language(json.dumps({"enum": values}), "json_schema", ['"s0"', '"s19999"', '"s20000"'])
 
 
-@case("width", "schema-enum-100000", ok=[True, False], slow=True, wall=30,
+@case("width", "schema-enum-100000", ok=[True, False], slow=True, wall=15,
       xfail="enum compile time grows faster than linear: 20,000 strings take ~15 s, 100,000 run past the cap")
 def _():
     values = [f"value-{i}" for i in range(100_000)]
     return language(json.dumps({"enum": values}), "json_schema", ['"value-99999"', '"value-100000"'])
 
 
-@case("width", "schema-enum-20000-integers", ok=[True, False])
+@case("width", "schema-enum-10000-integers", ok=[True, False])
 def _():
-    return language(json.dumps({"enum": list(range(0, 40_000, 2))}), "json_schema", ["39998", "39999"])
+    # 20,000 integers take ~40 s (strings ~12 s): enum compile time still grows faster than linear
+    return language(json.dumps({"enum": list(range(0, 20_000, 2))}), "json_schema", ["19998", "19999"])
 
 
-@case("width", "schema-properties-2000", ok=[True, False], wall=30,
+@case("width", "schema-properties-2000", ok=[True, False], wall=15,
       xfail="2,000 declared properties with additionalProperties false run past 60 s and pass 1 GiB")
 def _():
     props = {f"p{i}": {"type": "integer"} for i in range(2000)}
