@@ -420,7 +420,7 @@ def _():
     return language("((a{1,40}){1,40}){1,40}", "regex", ["a", "a" * 64_000, "a" * 64_001])
 
 
-@case("counts", "regex-nested-counted-20-unbound-gpt2", ok=[True, False], error="LimitExceededError",
+@case("counts", "regex-nested-counted-ab-20", ok=[True, False], error="LimitExceededError",
       match=r"limit max_(memory|dfa_states|nfa_states) exceeded")
 def _():
     return language("((ab{1,20}){1,20}){1,20}", "regex", ["ab", "ac"])
