@@ -344,3 +344,24 @@ def test_a_long_chain_of_rules_loads():
     accept[-1] = False  # the last rule can no longer finish, so no rule can
     with pytest.raises(ArtifactFormatError, match="cannot finish its rule"):
         _check_productive(delta, accept, node_rule, rule_start, 1)
+
+
+@pytest.mark.parametrize("trap", [False, True])
+def test_a_long_chain_of_dfa_states_is_checked_state_by_state_once(trap):
+    """The co-reachability check of a chain of 2**17 states: it took a numpy round per state
+    (2**19 states: 47 s); narrow frontiers are now followed one state at a time."""
+    from gramc.runtime.dfa_reader import check_coreachable
+
+    n = 1 << 17
+    delta = np.zeros((n, 2), dtype=np.int32)
+    delta[1:-1, 1] = np.arange(2, n, dtype=np.int32)
+    accept = np.zeros(n, dtype=bool)
+    accept[-2 if trap else -1] = True  # with a trap, the last state cannot reach acceptance
+    if trap:
+        with pytest.raises(ArtifactFormatError, match=f"state {n - 1} cannot reach an accepting state"):
+            check_coreachable(delta, accept)
+    else:
+        check_coreachable(delta, accept)
+        delta[n // 2, 1] = 0  # cut the chain: the first half can no longer finish
+        with pytest.raises(ArtifactFormatError, match="state 1 cannot reach an accepting state"):
+            check_coreachable(delta, accept)

@@ -12,6 +12,7 @@ import pytest
 import gramc
 from gramc import limits as limits_module
 from gramc.errors import LimitExceededError
+from gramc.compiler.pipeline import lower
 from gramc.limits import DEFAULT_LIMITS, Deadline, Limits
 from gramc.vocab import Vocab, load_vocab
 
@@ -253,11 +254,55 @@ def test_the_inlining_budget_is_reported_as_the_maximum_it_is():
 
 
 def test_max_memory_bounds_the_subset_construction_of_an_ambiguous_repetition():
-    """((a{1,40}){1,40}){1,40} determinises to a{1,64000}, but each DFA state is a set of
-    NFA states as large as its position: n^2 / 2 in all, which passed 6 GB before a limit
-    fired. The sets are counted against max_memory as they grow."""
+    """((a{1,40}|b){1,40}){1,40}: each DFA state is a set of NFA states about as large as
+    its position (the inner counts are ambiguous), n^2 / 2 in all, which passed 6 GB before
+    a limit fired. The sets are counted against max_memory as they grow."""
     maximum = 64 << 20
-    err, peak = _peak_traced(lambda: gramc.compile("((a{1,40}){1,40}){1,40}", vocab=None,
+    err, peak = _peak_traced(lambda: gramc.compile("((a{1,40}|b){1,40}){1,40}", vocab=None,
                                                    limits=Limits(max_memory=maximum)))
     assert err is not None and err.limit == "max_memory" and "NFA state sets" in str(err)
     assert peak < 4 * maximum
+
+
+@pytest.mark.parametrize("source, item, bounds", [("((a{1,40}){1,40}){1,40}", "a", (1, 64_000)),
+                                                  ("(([0-9]{2,5}){3,9})", "7", (6, 45)),
+                                                  ("((ab){1,100}){0,900}", "ab", (0, 90_000))])
+def test_a_repetition_of_a_repetition_is_one_counter(source, item, bounds):
+    """Nested counts that form one range are one repetition (issue 18: the first passed
+    4.5 GB unrolled before max_memory fired); the counted DFA reads the same language."""
+    from gramc.compiler.counted import merge_nested_counts
+    from gramc.compiler.ir import Repeat
+    from gramc.runtime.check import check_artifact
+
+    merged = merge_nested_counts(lower(source, "regex").rules["root"], 100_000)
+    assert isinstance(merged, Repeat) and (merged.min, merged.max) == bounds
+    art = gramc.compile(source, vocab=None)
+    for n in {max(bounds[0] - 1, 0), bounds[0], bounds[1] // 2, bounds[1], bounds[1] + 1}:
+        assert check_artifact(art, (item * n).encode()).ok == (bounds[0] <= n <= bounds[1]), n
+
+
+def test_counts_that_skip_are_not_merged():
+    """(a{3}){1,5} is a{3}, a{6}, ... a{15}: no one range, so it stays as written."""
+    from gramc.compiler.counted import merge_nested_counts
+
+    body = lower("(a{3}){1,5}", "regex").rules["root"]
+    assert merge_nested_counts(body, 100_000) is body
+    dfa = gramc.compile("(a{3}){1,5}").dfa
+    assert [n for n in range(20) if dfa.fullmatch(b"a" * n)] == [3, 6, 9, 12, 15]
+
+
+def test_memory_held_beside_a_subset_construction_counts_against_max_memory():
+    """A PDA's rule DFAs stay alive until they are stacked: each rule's construction counts
+    the ones built before it (a MaskBench schema's rule DFAs, thousands of call columns
+    each, passed 11 GB together while each one fitted the limit)."""
+    from gramc.compiler.dfa import byte_classes, determinize
+    from gramc.compiler.ir import Grammar
+    from gramc.compiler.nfa import build_nfa
+
+    nfa = build_nfa(Grammar.single(lower("[a-z]{1,50}", "regex").rules["root"]))
+    classes = byte_classes(set(nfa.cls) - {0})
+    limits = Limits(max_memory=1 << 20)
+    determinize(nfa, classes, [], 0, limits, Deadline(60))  # alone it fits
+    with pytest.raises(LimitExceededError, match="the transition tables of 52 DFA states x 2 columns, with [0-9,]+ bytes held beside them") as info:
+        determinize(nfa, classes, [], 0, limits, Deadline(60), held=1_048_000)
+    assert info.value.limit == "max_memory"

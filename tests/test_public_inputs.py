@@ -35,6 +35,13 @@ def matcher(request):
     (lambda m: m.fill_bitmask([0]), TypeError, "need a numpy int32/uint32 array of at least 1 words, got list"),
     (lambda m: m.fill_bitmask(np.zeros(1, np.float32)), ValueError, "int32/uint32"),
     (lambda m: m.fill_bitmask(np.zeros(0, np.int32)), ValueError, "at least 1 words"),
+    # a size no vocabulary has: it allocated a terabyte (MemoryError)
+    (lambda m: m.mask(size=2**40), ValueError, "mask size 1099511627776 is larger than any vocabulary"),
+    (lambda m: m.logits_mask(2**63), ValueError, "mask size 9223372036854775808 is larger"),
+    (lambda m: m.commit_tokens(None), TypeError, "token ids are an iterable of ints, got NoneType"),
+    (lambda m: m.commit_tokens(5), TypeError, "token ids are an iterable of ints, got int"),
+    (lambda m: m.validate_tokens("()"), TypeError, "token ids are an iterable of ints, got str"),
+    (lambda m: m.rollback("1"), TypeError, "rollback takes a number of steps \\(an int\\), got '1'"),
 ])
 def test_bad_arguments_are_clear_errors_and_change_nothing(matcher, call, error, message):
     before = matcher.mask().copy()
@@ -54,3 +61,20 @@ def test_good_arguments_of_other_int_types(matcher):
 def test_compile_takes_text(source):
     with pytest.raises(TypeError, match="source is text"):
         gramc.compile(source, vocab=None)
+
+
+@pytest.mark.parametrize("data", ["GMSK", None, 5])
+def test_from_bytes_takes_bytes(data):
+    with pytest.raises(TypeError, match="from_bytes takes bytes"):
+        gramc.from_bytes(data)
+
+
+def test_compile_takes_limits():
+    with pytest.raises(TypeError, match="limits is a gramc.limits.Limits, got str"):
+        gramc.compile("a", limits="x")
+
+
+@pytest.mark.parametrize("tokens", [None, 5, "abc"])
+def test_a_vocabulary_is_a_list_of_tokens(tokens):
+    with pytest.raises(TypeError, match="tokens are a list of bytes, str or None by id"):
+        gramc.Vocab.from_list(tokens)

@@ -69,6 +69,8 @@ def compile(
     if not isinstance(source, str):
         raise TypeError(f"source is text (str), got {type(source).__name__}" +
                         (": decode it first" if isinstance(source, (bytes, bytearray)) else ""))
+    if not isinstance(limits, Limits):
+        raise TypeError(f"limits is a gramc.limits.Limits, got {type(limits).__name__}")
     deadline = Deadline(limits.max_compile_seconds)
     options = options or CompileOptions()
     vocab_obj = load_vocab(vocab) if vocab is not None else None

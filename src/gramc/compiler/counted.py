@@ -32,7 +32,7 @@ def build_counted_dfa(grammar: Grammar, limits: Limits = DEFAULT_LIMITS,
                       min_states: int = COUNT_MIN_STATES) -> CountedDFA | None:
     """The :class:`CountedDFA` of a non-recursive grammar whose large bounded repetitions can
     be counted, or None (no such repetition, or one that cannot be read unambiguously)."""
-    body = grammar.rules[grammar.start]
+    body = merge_nested_counts(grammar.rules[grammar.start], limits.max_repeat)
     counted = _choose(body, min_states, limits)
     if not counted:
         return None
@@ -64,6 +64,49 @@ def build_counted_dfa(grammar: Grammar, limits: Limits = DEFAULT_LIMITS,
     if not len(cdfa.sites) or cdfa.n_states > MAX_COUNTED_STATES or not unambiguous(cdfa):
         return None
     return cdfa
+
+
+def merged_bounds(inner: Repeat, outer_min: int, outer_max: int) -> tuple[int, int] | None:
+    """The bounds of ``x{m1,n1}`` repeated ``{m2,n2}`` times as one repetition ``x{m,n}``,
+    or None where the counts do not form one range.
+
+    Language concatenation is associative, so the nested repetition is ``x^j`` for every
+    ``j`` in the union of ``[k*m1, k*n1]`` over ``k`` in ``[m2, n2]``. Consecutive ranges
+    meet when ``(k+1)*m1 <= k*n1 + 1``, which gets easier as ``k`` grows: checking the
+    smallest ``k`` suffices. Both repetitions bounded.
+    """
+    m1, n1 = inner.min, inner.max
+    if n1 is None or n1 < 1:
+        return None
+    if outer_max > outer_min and (outer_min + 1) * m1 > outer_min * n1 + 1:
+        return None
+    return m1 * outer_min, n1 * outer_max
+
+
+def merge_nested_counts(body: Expr, max_repeat: int) -> Expr:
+    """``body`` with each bounded repetition of a bounded repetition merged into one, where
+    the counts form one range of at most ``max_repeat``: ``((a{1,40}){1,40}){1,40}`` is
+    ``a{1,64000}``, one counter. Unrolled, each DFA state of it is a set of NFA states as
+    large as its position (the inner counts are ambiguous), gigabytes before a limit fires.
+    """
+    new: dict[int, Expr] = {}
+    changed = False
+    for node in postorder(body):
+        if isinstance(node, Repeat):
+            item = new[id(node.item)]
+            inner = item if isinstance(item, Repeat) and node.max is not None else None
+            bounds = merged_bounds(inner, node.min, node.max) if inner is not None and node.max is not None else None
+            if inner is not None and bounds is not None and bounds[1] <= max_repeat:
+                new[id(node)] = repeat(inner.item, *bounds)
+                changed = True
+            else:
+                new[id(node)] = node if item is node.item else repeat(item, node.min, node.max)
+        elif node.children() and any(new[id(c)] is not c for c in node.children()):
+            parts = [new[id(c)] for c in node.children()]
+            new[id(node)] = seq(*parts) if isinstance(node, Seq) else alt(*parts)
+        else:
+            new[id(node)] = node
+    return new[id(body)] if changed else body
 
 
 def _choose(body: Expr, min_states: int, limits: Limits) -> list[tuple[Repeat, DFATable]]:

@@ -43,9 +43,10 @@ def byte_classes(masks: set[int]) -> np.ndarray:
 MAX_CACHED_CLOSURES = 100_000
 
 
-#: Dense transition tables alive at once while a DFA is built (the subset construction's,
-#: minimisation's and the canonical renumbering's).
-TABLE_COPIES = 3
+#: Bytes per cell of a dense transition table while a DFA is built: the int32 tables of the
+#: subset construction, minimisation and the canonical renumbering (3 x 4), and
+#: minimisation's reverse edges (an int64 sort order and int64 predecessor ids, 2 x 8).
+TABLE_CELL_BYTES = 3 * 4 + 2 * 8
 
 
 #: Bytes a subset's NFA state costs held in Python sets (the subset, and the target set its
@@ -55,18 +56,21 @@ SUBSET_ENTRY_BYTES = 64
 SUBSET_CHECK_EVERY = 1 << 20
 
 
-def _check_table_memory(n_states: int, n_cols: int, limits: Limits) -> None:
-    """``max_memory`` against the dense int32 tables of ``n_states`` states."""
-    limits.check_memory(TABLE_COPIES * 4 * n_states * n_cols,
-                        f"the transition tables of {n_states:,} DFA states x {n_cols} columns")
+def _check_table_memory(n_states: int, n_cols: int, limits: Limits, held: int = 0) -> None:
+    """``max_memory`` against the dense int32 tables of ``n_states`` states and ``held``
+    bytes that are alive with them (the subsets, the automata built before)."""
+    limits.check_memory(held + TABLE_CELL_BYTES * n_states * n_cols,
+                        f"the transition tables of {n_states:,} DFA states x {n_cols} columns"
+                        + (f", with {held:,} bytes held beside them" if held else ""))
 
 
 def _subset_construction(nfa: NFA, classes: np.ndarray, token_ids: list[int], n_calls: int,
-                         limits: Limits, deadline: Deadline):
+                         limits: Limits, deadline: Deadline, held: int = 0):
     """Reachable subsets of the NFA as a dense table.
 
     Columns: the byte classes, then one per id of ``token_ids``, then one per call target
-    ``0..n_calls-1``.
+    ``0..n_calls-1``. ``max_memory`` bounds the subsets, the tables and ``held`` (bytes the
+    caller keeps alive meanwhile) together.
     """
     n_classes = int(classes.max()) + 1
     token_col = {t: n_classes + i for i, t in enumerate(token_ids)}
@@ -84,7 +88,7 @@ def _subset_construction(nfa: NFA, classes: np.ndarray, token_ids: list[int], n_
     # Closures by target set: the classes of one byte set move alike, and many subsets move
     # to the same NFA states.
     closed: dict[frozenset, frozenset] = {}
-    held = checked = len(start)  # NFA states in the subsets: an ambiguous repetition makes
+    entries = checked = len(start)  # NFA states in the subsets: an ambiguous repetition makes
     while work:  # them grow with the DFA (a{1,n} nested: n^2 / 2 in all)
         subset = work.popleft()
         row = rows[index[subset]]
@@ -110,19 +114,22 @@ def _subset_construction(nfa: NFA, classes: np.ndarray, token_ids: list[int], n_
                 rows.append({})
                 accepting.append(nfa.accept in target)
                 work.append(target)
-                held += len(target)
-                if held - checked >= SUBSET_CHECK_EVERY:
-                    checked = held
-                    limits.check_memory(SUBSET_ENTRY_BYTES * held, f"the NFA state sets of {len(subsets):,} "
-                                        f"DFA states ({held:,} NFA states in all) in the subset construction")
+                entries += len(target)
+                if entries - checked >= SUBSET_CHECK_EVERY:
+                    checked = entries
+                    limits.check_memory(held + SUBSET_ENTRY_BYTES * entries, f"the NFA state sets of "
+                                        f"{len(subsets):,} DFA states ({entries:,} NFA states in all) in the "
+                                        "subset construction" + (f", with {held:,} bytes held beside them"
+                                                                 if held else ""))
                     deadline.check()
                 if len(subsets) % 1024 == 0:
                     limits.check("max_dfa_states", len(subsets))
-                    _check_table_memory(len(subsets), call_base + n_calls, limits)
+                    _check_table_memory(len(subsets), call_base + n_calls, limits,
+                                        held + SUBSET_ENTRY_BYTES * entries)
                     deadline.check()
             row[col] = index[target]
     limits.check("max_dfa_states", len(subsets))
-    _check_table_memory(len(subsets), call_base + n_calls, limits)
+    _check_table_memory(len(subsets), call_base + n_calls, limits, held + SUBSET_ENTRY_BYTES * entries)
     delta = np.zeros((len(rows), call_base + n_calls), dtype=np.int32)
     for s, row in enumerate(rows):
         for col, t in row.items():
@@ -333,9 +340,10 @@ def merge_byte_columns(delta: np.ndarray, classes: np.ndarray, n_byte_classes: i
 
 
 def determinize(nfa: NFA, classes: np.ndarray, token_ids: list[int], n_calls: int,
-                limits: Limits, deadline: Deadline) -> tuple[np.ndarray, np.ndarray, int]:
-    """The canonical minimal DFA of ``nfa`` over fixed columns: (delta, accept, start)."""
-    delta, accept = _subset_construction(nfa, classes, token_ids, n_calls, limits, deadline)
+                limits: Limits, deadline: Deadline, held: int = 0) -> tuple[np.ndarray, np.ndarray, int]:
+    """The canonical minimal DFA of ``nfa`` over fixed columns: (delta, accept, start);
+    ``held``: bytes the caller keeps alive meanwhile, counted against ``max_memory``."""
+    delta, accept = _subset_construction(nfa, classes, token_ids, n_calls, limits, deadline, held)
     block = minimize(delta, accept, deadline)
     return canonical(delta, accept, block, start=1)
 

@@ -139,6 +139,8 @@ def build_automaton(grammar: Grammar, limits: Limits = DEFAULT_LIMITS, deadline:
                 return "pda", build_pda(outline_shared(kept, keep_short=keep_short), within, collapse=False,
                                         deadline=deadline.during("building the PDA"))
             except LimitExceededError as again:
+                if again.limit == "max_memory":
+                    raise  # the rule-keeping PDA does not fit either: say where it stopped
                 if not keep_short or again.limit not in ("max_dfa_states", "max_nfa_states"):
                     raise err from None
 

@@ -36,12 +36,13 @@ def read_payload(meta: dict, arrays: dict, source: dict, info: VocabInfo | None,
                  limits: ReadLimits, vocab: object = None) -> DFAArtifact:
     """The DFA artifact of a container whose header :mod:`gramc.runtime.reader` has checked
     (``vocab`` is not needed: a DFA artifact's rows are all it uses)."""
+    if info is not None and "dfa.delta" in arrays:  # the cheapest check first (shape only)
+        check_derived_rows(len(arrays["dfa.delta"]), info.size, limits)
     dfa = read_dfa(meta, arrays)
     no_extra(arrays, DFA_ARRAYS, TOKEN_ARRAYS if info else {})
     if info is None:
         return DFAArtifact(dfa, source)
     in_range("dfa.token_ids", dfa.token_ids, 0, info.size)
-    check_derived_rows(dfa.n_states, info.size, limits)
     rows = read_rows(arrays, dfa.n_states, info.size)
     return DFAArtifact(dfa, source, info, TokenTable.eager(dfa, rows, info.size, info.eos_ids))
 
@@ -78,24 +79,48 @@ def read_dfa(meta: dict, arrays: dict, calls: np.ndarray | None = None) -> DFATa
     return DFATable(delta=delta, byte_class=classes, token_ids=token_ids, accept=accept, start=start)
 
 
+#: Below this many states a reachability frontier is followed in Python, state by state:
+#: a numpy round costs tens of microseconds however small its frontier, and a chain of
+#: states (a hostile file's, or a long counted repetition's) has one state per round.
+_NARROW_FRONTIER = 64
+
+
 def check_coreachable(delta: np.ndarray, accept: np.ndarray) -> None:
     """Every state but the dead one must be able to reach an accepting state.
 
     Masks treat "not dead" as "can still complete"; a trap state would let a matcher allow
-    tokens after which the output can never be completed.
+    tokens after which the output can never be completed. Linear in the edges: wide
+    frontiers step in numpy, narrow ones in Python (each state is expanded once).
     """
     src = np.repeat(np.arange(delta.shape[0]), delta.shape[1])
-    by_dst = grouped(delta.reshape(-1).astype(np.int64), delta.shape[0])
+    order, indptr = grouped(delta.reshape(-1).astype(np.int64), delta.shape[0])
     reach = accept.copy()
     frontier = np.flatnonzero(reach)
-    while len(frontier):
-        found = src[members(*by_dst, frontier)]
+    while len(frontier) >= _NARROW_FRONTIER:
+        found = src[members(order, indptr, frontier)]
         found = np.unique(found[~reach[found]])
         reach[found] = True
         frontier = found
+    if len(frontier):
+        _reach_in_python(src, order, indptr, reach, frontier)
     reach[DEAD] = True
     bad = np.flatnonzero(~reach)
     require(not len(bad), f"dfa: state {int(bad[0]) if len(bad) else 0} cannot reach an accepting state")
+
+
+def _reach_in_python(src: np.ndarray, order: np.ndarray, indptr: np.ndarray, reach: np.ndarray,
+                     frontier: np.ndarray) -> None:
+    """Mark in ``reach`` every state with a path into ``frontier`` (depth-first, each
+    state's predecessors read once)."""
+    preds, ptr, seen = src[order], indptr.tolist(), bytearray(reach.tobytes())
+    stack = frontier.tolist()
+    while stack:
+        q = stack.pop()
+        for p in preds[ptr[q]:ptr[q + 1]].tolist():
+            if not seen[p]:
+                seen[p] = 1
+                stack.append(p)
+    reach[:] = np.frombuffer(bytes(seen), dtype=bool)
 
 
 def read_rows(arrays: dict, n_states: int, vocab_size: int, n_targets: int | None = None) -> TokenRows:

@@ -17,6 +17,10 @@ import numpy as np
 from gramc.automata.tables import DEAD
 from gramc.errors import GramcError
 from gramc.bitmask import n_words, unpack_row
+from gramc.formats.limits import DEFAULT_READ_LIMITS
+
+#: The widest mask a matcher gives: the largest vocabulary an artifact may be bound to.
+MAX_MASK_SIZE = DEFAULT_READ_LIMITS.max_vocab_size
 
 
 class Matcher:
@@ -156,7 +160,7 @@ class Matcher:
     def commit_tokens(self, token_ids: Iterable[int]) -> int:
         """Commit tokens in order, stopping at the first refused one; returns how many took."""
         n = 0
-        for t in token_ids:
+        for t in _token_ids(token_ids):
             if not self.commit_token(t):
                 break
             n += 1
@@ -181,7 +185,7 @@ class Matcher:
     def validate_tokens(self, token_ids: Iterable[int]) -> int:
         """Length of the longest prefix of ``token_ids`` that would be accepted (no change)."""
         state, ended, n = self._state, self._ended, 0
-        for t in token_ids:
+        for t in _token_ids(token_ids):
             nxt = self._next(state, ended, _token_id(t))
             if nxt is None:
                 break
@@ -200,6 +204,7 @@ class Matcher:
 
     def rollback(self, n: int = 1) -> None:
         """Undo the last ``n`` commits (at most ``max_rollback`` are remembered)."""
+        n = _count(n, "rollback")
         if n < 0 or n > len(self._history):
             raise GramcError(
                 f"cannot roll back {n} step(s): {len(self._history)} remembered "
@@ -231,6 +236,13 @@ class Matcher:
         return f"<{type(self).__name__} {flags}>"
 
 
+def _count(n: Any, what: str) -> int:
+    try:
+        return operator.index(n)
+    except TypeError:
+        raise TypeError(f"{what} takes a number of steps (an int), got {n!r}") from None
+
+
 def _token_id(token: Any) -> int:
     try:
         return operator.index(token)
@@ -245,7 +257,16 @@ def _mask_size(size: Any, vocab_size: int) -> int:
         raise TypeError(f"mask size is an int, got {size!r}") from None
     if size < vocab_size:
         raise ValueError(f"mask size {size} is smaller than the vocabulary ({vocab_size} ids)")
+    if size > max(vocab_size, MAX_MASK_SIZE):
+        raise ValueError(f"mask size {size} is larger than any vocabulary a reader accepts "
+                         f"(max_vocab_size={MAX_MASK_SIZE:,} ids): a logits width, not a byte count?")
     return size
+
+
+def _token_ids(token_ids: Any) -> Iterable[int]:
+    if isinstance(token_ids, (str, bytes)) or not hasattr(token_ids, "__iter__"):
+        raise TypeError(f"token ids are an iterable of ints, got {type(token_ids).__name__}")
+    return token_ids
 
 
 _NO_DTYPE = np.dtype("V1")  # not an int32/uint32 row: the checked path explains

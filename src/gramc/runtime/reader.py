@@ -37,6 +37,8 @@ def from_bytes(data: bytes, vocab: Vocab | str | None = None, *, verify: bool = 
                limits: ReadLimits = DEFAULT_READ_LIMITS, lazy: bool = False,
                runtime_limits: RuntimeLimits | None = None) -> Artifact:
     """Read an artifact from ``.gmask`` bytes (see :func:`load`)."""
+    if not isinstance(data, (bytes, bytearray, memoryview)):
+        raise TypeError(f"from_bytes takes bytes (a .gmask file's contents), got {type(data).__name__}")
     meta, arrays = container.unpack(data, limits)
     return _from_container(meta, arrays, vocab, verify, limits, lazy, runtime_limits)
 

@@ -189,6 +189,8 @@ class Vocab:
         >>> Vocab.from_list(["x", b"\\xff", None]).tokens
         (b'x', b'\\xff', b'')
         """
+        if isinstance(tokens, (str, bytes)) or not hasattr(tokens, "__iter__"):
+            raise TypeError(f"tokens are a list of bytes, str or None by id, got {type(tokens).__name__}")
         return cls(
             [_as_bytes(t, i, name) for i, t in enumerate(tokens)],
             special_ids,
