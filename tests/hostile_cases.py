@@ -618,6 +618,40 @@ def _():
     return load_bytes(dfa_chain(2**19, 50_257), limits=ReadLimits(max_derived_bytes=1 << 30))
 
 
+def pda_chain(n_nodes: int, finishes: bool = True) -> bytes:
+    """An unbound PDA file of one rule whose nodes are a chain reading "a" (the last one
+    accepting when ``finishes``): the productivity check has one node per round."""
+    import numpy as np
+
+    import gramc
+
+    doc = document(gramc.compile(_BASE_SOURCES["pda"][0], "gbnf"))
+    delta = np.zeros((n_nodes + 1, 3), np.int32)  # byte classes "other" and "a", one call column
+    delta[1:n_nodes, 1] = np.arange(2, n_nodes + 1, dtype=np.int32)
+    accept = np.zeros(n_nodes + 1, bool)
+    accept[n_nodes] = finishes
+    node_rule = np.zeros(n_nodes + 1, np.int32)
+    node_rule[0] = -1
+    classes = np.zeros(256, np.uint8)
+    classes[ord("a")] = 1
+    for name, a in {"pda.delta": delta, "pda.accept": accept, "pda.node_rule": node_rule,
+                    "pda.rule_start": np.array([1], np.int32), "pda.byte_class": classes,
+                    "pda.token_ids": np.zeros(0, np.int32)}.items():
+        set_array(doc, name, a)
+    doc["meta"]["pda"].update(start_rule=0, rule_names=["root"])
+    return forged(doc)
+
+
+@case("artifact", "pda-chain-2**20-nodes", ok="pda")
+def _():
+    return load_bytes(pda_chain(2**20))
+
+
+@case("artifact", "pda-chain-2**20-nodes-unfinished", error="ArtifactFormatError", match=r"pda: node 1 cannot finish its rule")
+def _():
+    return load_bytes(pda_chain(2**20, finishes=False))
+
+
 @case("artifact", "states-2**22-declared", error="ArtifactFormatError", match=r"array 'dfa.delta': shape \[4194304, 2\] of <i4 needs")
 def _():
     return load_bytes(tampered("dfa", shape_set("dfa.delta", [2**22, 2])))

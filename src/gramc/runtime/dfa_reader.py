@@ -16,7 +16,8 @@ from gramc.formats.limits import ReadLimits
 from gramc.runtime.artifact import VocabInfo
 from gramc.runtime.dfa_artifact import DFAArtifact
 from gramc.runtime.token_table import TokenTable
-from gramc.runtime.validate import check_arrays, get_field, grouped, in_range, members, no_extra, require
+from gramc.runtime.validate import (NARROW_FRONTIER, check_arrays, get_field, grouped, in_range, members, no_extra,
+                                    require)
 
 DFA_ARRAYS = {
     "dfa.delta": (np.int32, 2),
@@ -79,11 +80,6 @@ def read_dfa(meta: dict, arrays: dict, calls: np.ndarray | None = None) -> DFATa
     return DFATable(delta=delta, byte_class=classes, token_ids=token_ids, accept=accept, start=start)
 
 
-#: Below this many states a reachability frontier is followed in Python, state by state:
-#: a numpy round costs tens of microseconds however small its frontier, and a chain of
-#: states (a hostile file's, or a long counted repetition's) has one state per round.
-_NARROW_FRONTIER = 64
-
 
 def check_coreachable(delta: np.ndarray, accept: np.ndarray) -> None:
     """Every state but the dead one must be able to reach an accepting state.
@@ -96,7 +92,7 @@ def check_coreachable(delta: np.ndarray, accept: np.ndarray) -> None:
     order, indptr = grouped(delta.reshape(-1).astype(np.int64), delta.shape[0])
     reach = accept.copy()
     frontier = np.flatnonzero(reach)
-    while len(frontier) >= _NARROW_FRONTIER:
+    while len(frontier) >= NARROW_FRONTIER:
         found = src[members(order, indptr, frontier)]
         found = np.unique(found[~reach[found]])
         reach[found] = True

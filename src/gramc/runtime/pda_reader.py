@@ -15,7 +15,8 @@ from gramc.automata.tables import DEAD
 from gramc.formats.limits import ReadLimits
 from gramc.runtime.artifact import VocabInfo
 from gramc.runtime.pda_artifact import PDAArtifact, pda_from_parts
-from gramc.runtime.validate import check_arrays, get_field, grouped, in_range, members, no_extra, require
+from gramc.runtime.validate import (NARROW_FRONTIER, check_arrays, get_field, grouped, in_range, members, no_extra,
+                                    require)
 from gramc.runtime.vocab_bytes import VOCAB_BYTES_ARRAYS, read_token_bytes
 from gramc.vocab import Vocab
 
@@ -118,7 +119,8 @@ def _check_productive(delta, accept, node_rule, rule_start, call_base: int) -> N
     A node finishes when it accepts, or has an edge into a finishing node that reads, or
     that calls a rule whose start finishes. Solved by propagation from the accepting
     nodes, each edge looked at when its target finishes and when the rule it calls does:
-    linear in the edges (a fixed point per rule was quadratic in a chain of rules).
+    linear in the edges. Wide frontiers step in numpy, narrow ones in Python (a chain of
+    nodes has one node per round).
     """
     src, col = np.nonzero(delta != DEAD)
     dst, called = delta[src, col], col.astype(np.int64) - call_base  # called < 0: a read
@@ -136,7 +138,7 @@ def _check_productive(delta, accept, node_rule, rule_start, call_base: int) -> N
 
     nodes = np.flatnonzero(reach)
     rules = rules_started(nodes)
-    while len(nodes) or len(rules):
+    while len(nodes) + len(rules) >= NARROW_FRONTIER:
         edges = np.concatenate([members(*by_dst, nodes), members(*by_rule, rules)])
         rule = called[edges]
         ok = reach[dst[edges]] & ((rule < 0) | rule_ok[np.maximum(rule, 0)])
@@ -144,6 +146,40 @@ def _check_productive(delta, accept, node_rule, rule_start, call_base: int) -> N
         nodes = nodes[~reach[nodes]]
         reach[nodes] = True
         rules = rules_started(nodes)
+    if len(nodes) or len(rules):
+        _finish_in_python(src, dst, called, by_dst, by_rule, node_rule, rule_start, reach, rule_ok, nodes, rules)
     reach[DEAD] = True
     bad = np.flatnonzero(~reach)
     require(not len(bad), f"pda: node {int(bad[0]) if len(bad) else 0} cannot finish its rule")
+
+
+def _finish_in_python(src, dst, called, by_dst, by_rule, node_rule, rule_start, reach, rule_ok,
+                      nodes: np.ndarray, rules: np.ndarray) -> None:
+    """The propagation of :func:`_check_productive` from the frontier ``nodes`` / ``rules``
+    on, one node or rule at a time (each edge looked at once per end), into ``reach`` and
+    ``rule_ok``."""
+    src_l, dst_l, called_l = src.tolist(), dst.tolist(), called.tolist()
+    dst_edges, dst_ptr = by_dst[0].tolist(), by_dst[1].tolist()
+    rule_edges, rule_ptr = by_rule[0].tolist(), by_rule[1].tolist()
+    node_rule_l, rule_start_l = node_rule.tolist(), rule_start.tolist()
+    done, ok = bytearray(reach.tobytes()), bytearray(rule_ok.tobytes())
+    work_nodes, work_rules = nodes.tolist(), rules.tolist()
+    while work_nodes or work_rules:
+        if work_rules:
+            r = work_rules.pop()
+            edges = rule_edges[rule_ptr[r]:rule_ptr[r + 1]]
+        else:
+            n = work_nodes.pop()
+            edges = dst_edges[dst_ptr[n]:dst_ptr[n + 1]]
+        for e in edges:
+            s, r = src_l[e], called_l[e]
+            if done[s] or not done[dst_l[e]] or (r >= 0 and not ok[r]):
+                continue
+            done[s] = 1
+            work_nodes.append(s)
+            own = node_rule_l[s]
+            if rule_start_l[own] == s and not ok[own]:
+                ok[own] = 1
+                work_rules.append(own)
+    reach[:] = np.frombuffer(bytes(done), dtype=bool)
+    rule_ok[:] = np.frombuffer(bytes(ok), dtype=bool)

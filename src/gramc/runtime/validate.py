@@ -66,6 +66,12 @@ def no_extra(arrays: dict, *specs: ArraySpec) -> None:
     require(not extra, f"unexpected arrays {extra}")
 
 
+#: Below this many nodes a reachability frontier is followed in Python, node by node: a
+#: numpy round costs tens of microseconds however small its frontier, and a chain (a hostile
+#: file's, or a long counted repetition's) has one node per round.
+NARROW_FRONTIER = 64
+
+
 def grouped(keys: np.ndarray, n_keys: int) -> tuple[np.ndarray, np.ndarray]:
     """``(order, indptr)``: positions of ``keys`` sorted by key, and where each key's run
     of ``order`` starts (CSR), for :func:`members`."""
