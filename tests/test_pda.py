@@ -163,7 +163,7 @@ def test_an_artifact_storing_some_node_rows_equals_the_oracle(name, monkeypatch)
 def test_strategies_are_a_subsequence_ending_in_rows():
     table = pda_artifact(GRAMMARS["json_like"], make_vocab()).token_table
     assert table.strategies == ("stored_rows", "walk", "rows")
-    for bad in [(), ("walk",), ("rows", "walk"), ("rows", "rows"), ("nope", "rows")]:
+    for bad in [(), ("walk",), ("rows", "walk"), ("rows", "rows"), ("nope", "rows"), ("walk", "stored_rows", "rows")]:
         with pytest.raises(ValueError, match="ending in 'rows'"):
             table.restrict_strategies(bad)
     assert table.strategies == ("stored_rows", "walk", "rows")

@@ -58,9 +58,10 @@ class PDATokenTable:
     first strategy of :attr:`strategies` that can serve it:
 
     ``"stored_rows"``
-        (only where node rows were precomputed, as a written artifact stores them) the OR of
-        the nodes' accepted rows, when they leave at most :data:`MAX_STORED_UNCERTAIN`
-        uncertain tokens to check on the stack: a few row operations.
+        (only where node rows were precomputed, as a written artifact stores them, for every
+        node of the configuration) the OR of the nodes' accepted rows, when they leave at
+        most :data:`MAX_STORED_UNCERTAIN` uncertain tokens to check on the stack: a few row
+        operations.
     ``"walk"``
         (not for left-recursive grammars) every token walked through the stack DFA from the
         configuration's state, node slices taking the stack-free parts; it declines a
@@ -116,8 +117,8 @@ class PDATokenTable:
         same masks). ``"rows"`` must stay, last: it is the one that serves every
         configuration. Masks already memoised are dropped."""
         names = tuple(names)
-        if not names or names[-1] != "rows" or any(n not in self.strategies for n in names) \
-                or len(set(names)) != len(names):
+        places = [self.strategies.index(n) if n in self.strategies else -1 for n in names]
+        if not names or names[-1] != "rows" or min(places) < 0 or places != sorted(set(places)):
             raise ValueError(f"strategies {names!r}: a subsequence of {self.strategies!r} ending in 'rows'")
         self.strategies = names
         self._strategies = tuple(getattr(self, "_by_" + name) for name in names)
