@@ -365,3 +365,43 @@ def test_a_long_chain_of_dfa_states_is_checked_state_by_state_once(trap):
         delta[n // 2, 1] = 0  # cut the chain: the first half can no longer finish
         with pytest.raises(ArtifactFormatError, match="state 1 cannot reach an accepting state"):
             check_coreachable(delta, accept)
+
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_the_productivity_check_agrees_with_a_fixed_point_on_wide_tables(seed):
+    """As above, on tables of up to 400 nodes, whose frontiers are wide enough for the
+    check's numpy rounds before it goes on in Python."""
+    from gramc.errors import ArtifactFormatError
+    from gramc.runtime.pda_reader import _check_productive
+
+    rng = np.random.default_rng(seed)
+    n_rules = int(rng.integers(1, 6))
+    n_nodes = int(rng.integers(n_rules + 1, 400))
+    n_bytes = 3
+    node_rule = np.concatenate([[-1], np.sort(rng.integers(0, n_rules, n_nodes - 1))]).astype(np.int32)
+    node_rule[1 : n_rules + 1] = np.arange(n_rules)  # every rule has a node
+    node_rule[1:] = np.sort(node_rule[1:])
+    rule_start = np.array([int(np.flatnonzero(node_rule == r)[0]) for r in range(n_rules)], np.int32)
+    delta = np.zeros((n_nodes, n_bytes + n_rules), np.int32)
+    for n in range(1, n_nodes):
+        same = np.flatnonzero(node_rule == node_rule[n])
+        for col in range(n_bytes + n_rules):
+            if rng.random() < (0.35 if col < n_bytes else 0.08):
+                delta[n, col] = rng.choice(same)
+    accept = np.zeros(n_nodes, bool)
+    accept[1:] = rng.random(n_nodes - 1) < rng.choice([0.02, 0.2, 0.6])
+    if seed % 2:  # repaired into a productive table: each stuck node gets one way out
+        while not (ok := _productive_by_fixed_point(delta, accept, node_rule, rule_start, n_bytes))[1:].all():
+            n = int(rng.choice(np.flatnonzero(~ok[1:]) + 1))
+            out = np.flatnonzero(ok & (node_rule == node_rule[n]))
+            if len(out):
+                delta[n, rng.integers(0, n_bytes)] = rng.choice(out)
+            else:
+                accept[n] = True
+    stuck = np.flatnonzero(~_productive_by_fixed_point(delta, accept, node_rule, rule_start, n_bytes)[1:]) + 1
+    if len(stuck):  # refused, naming the first node that cannot finish
+        with pytest.raises(ArtifactFormatError, match=f"pda: node {stuck[0]} cannot finish its rule"):
+            _check_productive(delta, accept, node_rule, rule_start, n_bytes)
+    else:
+        _check_productive(delta, accept, node_rule, rule_start, n_bytes)

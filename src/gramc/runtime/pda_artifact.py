@@ -53,8 +53,9 @@ class PDAArtifact(Artifact):
               depth: int = DEFAULT_DEPTH, limits: Limits = DEFAULT_LIMITS,
               deadline: Deadline | None = None,
               runtime_limits: RuntimeLimits = DEFAULT_RUNTIME_LIMITS) -> "PDAArtifact":
-        """Bind ``pda`` to ``vocab``: every node's rows now (eager), or none (lazy: the
-        engine walks the stack DFA and binds node rows where it needs them).
+        """Bind ``pda`` to ``vocab``: the rows of its first :data:`MAX_STORED_NODES` nodes now
+        (eager), or none (lazy); the engine walks the stack DFA or binds the rows it lacks
+        where it needs them.
 
         ``depth`` is that of the written tables. Masks are the same either way (see
         :class:`~gramc.runtime.pda_tokens.PDATokenTable`). An eager binding checks

@@ -157,23 +157,24 @@ def _finish_in_python(src, dst, called, by_dst, by_rule, node_rule, rule_start, 
                       nodes: np.ndarray, rules: np.ndarray) -> None:
     """The propagation of :func:`_check_productive` from the frontier ``nodes`` / ``rules``
     on, one node or rule at a time (each edge looked at once per end), into ``reach`` and
-    ``rule_ok``."""
-    src_l, dst_l, called_l = src.tolist(), dst.tolist(), called.tolist()
-    dst_edges, dst_ptr = by_dst[0].tolist(), by_dst[1].tolist()
-    rule_edges, rule_ptr = by_rule[0].tolist(), by_rule[1].tolist()
+    ``rule_ok``. Only the edges of the node or rule at hand become Python lists."""
+    src_by_dst, called_by_dst = src[by_dst[0]], called[by_dst[0]]
+    src_by_rule, dst_by_rule = src[by_rule[0]], dst[by_rule[0]]
+    dst_ptr, rule_ptr = by_dst[1].tolist(), by_rule[1].tolist()
     node_rule_l, rule_start_l = node_rule.tolist(), rule_start.tolist()
     done, ok = bytearray(reach.tobytes()), bytearray(rule_ok.tobytes())
     work_nodes, work_rules = nodes.tolist(), rules.tolist()
     while work_nodes or work_rules:
-        if work_rules:
+        if work_rules:  # a rule that can finish: its callers whose return node finishes
             r = work_rules.pop()
-            edges = rule_edges[rule_ptr[r]:rule_ptr[r + 1]]
-        else:
+            a, b = rule_ptr[r], rule_ptr[r + 1]
+            found = [s for s, d in zip(src_by_rule[a:b].tolist(), dst_by_rule[a:b].tolist()) if done[d]]
+        else:  # a node that finishes: the edges into it that read, or call a rule that can
             n = work_nodes.pop()
-            edges = dst_edges[dst_ptr[n]:dst_ptr[n + 1]]
-        for e in edges:
-            s, r = src_l[e], called_l[e]
-            if done[s] or not done[dst_l[e]] or (r >= 0 and not ok[r]):
+            a, b = dst_ptr[n], dst_ptr[n + 1]
+            found = [s for s, c in zip(src_by_dst[a:b].tolist(), called_by_dst[a:b].tolist()) if c < 0 or ok[c]]
+        for s in found:
+            if done[s]:
                 continue
             done[s] = 1
             work_nodes.append(s)
