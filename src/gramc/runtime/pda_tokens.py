@@ -103,9 +103,11 @@ class PDATokenTable:
         self._stack: StackDFA | None = None
         self._horizon = None  # a Horizon, made on the first walk
         self._special_ids = np.array(sorted(self.special), dtype=np.int64)
+        # A left-recursive grammar would grow continuations without end on the stack DFA.
+        self._stack_usable = not table.left_recursive()
         #: The strategy names, in the order they are tried (see the class doc).
         self.strategies: tuple[str, ...] = (("stored_rows",) if nodes is not None else ()) + \
-            (() if table.left_recursive() else ("walk",)) + ("rows",)
+            (("walk",) if self._stack_usable else ()) + ("rows",)
         self._strategies = tuple(getattr(self, "_by_" + name) for name in self.strategies)
         #: First-seen configurations served, by strategy name.
         self.served = dict.fromkeys(self.strategies, 0)
@@ -336,7 +338,7 @@ class PDATokenTable:
 
     def _accepted(self, chart: Sequence[ChartSet], key: int | None, cands: np.ndarray) -> np.ndarray:
         """The candidate tokens the real parse accepts."""
-        if key is not None and "walk" in self.strategies:
+        if key is not None and self._stack_usable:
             special = np.isin(cands, self._special_ids)
             byte_ids = cands[~special]
             try:
