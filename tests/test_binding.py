@@ -387,3 +387,32 @@ def test_walk_of_cut_ranges_through_a_table_built_on_demand(data, tokens):
     inside = {p for a, b in ranges for p in range(a, b)}
     position = {int(t): p for p, t in enumerate(trie.sorted_ids)}
     assert got == sorted((position[t], s) for _, t, s, _ in ends if position[t] in inside)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.sets(st.integers(0, 5), max_size=4), st.booleans()), max_size=30))
+def test_distinct_rows_groups_exactly_the_equal_rows(rows):
+    from gramc.bitmask import csr_subset, distinct_rows
+
+    ids = [sorted(r) for r, _ in rows]
+    indptr = np.concatenate([[0], np.cumsum([len(r) for r in ids])]).astype(np.int64)
+    flat = np.array([t for r in ids for t in r], dtype=np.int32)
+    tags = np.array([t for _, t in rows], dtype=np.int64)
+    row_of, reps = distinct_rows(indptr, flat, tags)
+    key = [(tuple(r), t) for r, (_, t) in zip(ids, rows)]
+    assert len(reps) == len(set(key))
+    for i in range(len(rows)):
+        assert reps[row_of[i]] <= i and key[reps[row_of[i]]] == key[i]  # the group's first row, equal
+        assert all(key[reps[g]] != key[i] for g in range(len(reps)) if g != row_of[i])
+    sub_indptr, sub_ids = csr_subset(indptr, flat, reps)
+    assert [list(sub_ids[sub_indptr[g]:sub_indptr[g + 1]]) for g in range(len(reps))] == [ids[r] for r in reps]
+
+
+def test_distinct_rows_never_merges_unequal_rows_whose_hashes_collide():
+    from gramc.bitmask import distinct_rows
+
+    indptr = np.array([0, 1, 2, 3], dtype=np.int64)
+    flat = np.array([4, 7, 4], dtype=np.int32)
+    with mock.patch("gramc.bitmask._mix64", lambda x: np.zeros_like(x)):  # every row hashes alike
+        row_of, reps = distinct_rows(indptr, flat, np.zeros(3, np.int64))
+    assert len(set(row_of.tolist())) == 3 or (row_of[0] == row_of[2] and row_of[1] != row_of[0])

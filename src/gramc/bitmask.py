@@ -43,6 +43,62 @@ def pack_rows(indptr: np.ndarray, token_ids: np.ndarray, vocab_size: int) -> np.
     return out
 
 
+def distinct_rows(indptr: np.ndarray, token_ids: np.ndarray, tags: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Group equal CSR rows: ``(row_of, reps)`` with ``row_of[i]`` the group of row ``i`` and
+    ``reps[g]`` the first row of group ``g``. Rows are equal when their ids (in stored order)
+    and their ``tags`` (e.g. whether EOS joins the row) are.
+
+    Linear: rows are grouped by length, tag and two 64-bit hashes, then every row is compared
+    with its group's first row entry by entry; should hashes ever collide on unequal rows,
+    each row keeps its own group (never a wrong grouping).
+    """
+    n_rows = len(indptr) - 1
+    lengths = np.diff(indptr).astype(np.int64)
+    hashes = []
+    for seed in (0x9E3779B97F4A7C15, 0xC2B2AE3D27D4EB4F):
+        with np.errstate(over="ignore"):
+            mixed = _mix64(token_ids.astype(np.uint64) + np.uint64(seed))
+            sums = np.concatenate([np.zeros(1, np.uint64), np.cumsum(mixed, dtype=np.uint64)])
+            hashes.append(sums[indptr[1:]] - sums[indptr[:-1]])
+    order = np.lexsort((hashes[1], hashes[0], tags, lengths))
+    keys = (lengths[order], tags[order], hashes[0][order], hashes[1][order])
+    new = np.ones(n_rows, dtype=bool)
+    if n_rows:
+        new[1:] = np.any([k[1:] != k[:-1] for k in keys], axis=0)
+    group_sorted = np.cumsum(new) - 1
+    row_of = np.empty(n_rows, dtype=np.int64)
+    row_of[order] = group_sorted
+    first = order[new]
+    reps = np.empty(len(first), dtype=np.int64)
+    reps[group_sorted[new]] = first
+    # reps in row order: the first row of each group, groups numbered by it
+    renumber = np.argsort(reps, kind="stable")
+    reps = reps[renumber]
+    inverse = np.empty_like(renumber)
+    inverse[renumber] = np.arange(len(renumber))
+    row_of = inverse[row_of]
+    owner = np.repeat(np.arange(n_rows), lengths)
+    other = indptr[reps[row_of]][owner] + (np.arange(len(token_ids)) - indptr[:-1][owner])
+    if not np.array_equal(token_ids, token_ids[other]):
+        return np.arange(n_rows, dtype=np.int64), np.arange(n_rows, dtype=np.int64)
+    return row_of, reps
+
+
+def _mix64(x: np.ndarray) -> np.ndarray:
+    """A 64-bit finaliser (splitmix64's), elementwise on uint64 (wrapping)."""
+    x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return x ^ (x >> np.uint64(31))
+
+
+def csr_subset(indptr: np.ndarray, token_ids: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The CSR of ``rows`` (in that order) of a CSR ``(indptr, token_ids)``."""
+    lengths = (indptr[1:] - indptr[:-1])[rows]
+    sub_indptr = np.concatenate([np.zeros(1, np.int64), np.cumsum(lengths, dtype=np.int64)])
+    shift = np.repeat(indptr[:-1][rows] - sub_indptr[:-1], lengths)
+    return sub_indptr, token_ids[np.arange(sub_indptr[-1], dtype=np.int64) + shift]
+
+
 def pack_dense(dense: np.ndarray) -> np.ndarray:
     """Bitmask rows (uint32 ``[n_rows, n_words]``) from a bool ``[n_rows, V]`` matrix."""
     n_rows, size = dense.shape

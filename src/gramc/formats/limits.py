@@ -55,9 +55,11 @@ class ReadLimits:
     #: Default 2**24 token ids: real vocabularies have up to a few hundred thousand; a larger
     #: declared size only serves to inflate the per-state rows a reader derives.
     max_vocab_size: int = 1 << 24
-    #: Default 4 GiB: tables a reader derives from the file before use (a DFA's packed
-    #: token rows: states x ceil(vocab size / 32) x 4 bytes), estimated before allocating.
-    max_derived_bytes: int = 4 * GiB
+    #: Default 1 GiB: tables a reader derives from the file before use (a DFA's packed
+    #: token rows: distinct rows x ceil(vocab size / 32) x 4 bytes), counted before
+    #: allocating. 1 GiB holds ~34,000 distinct 250k-token rows (~170,000 for GPT-2): a
+    #: serving process holds many artifacts, and real ones have a few thousand at most.
+    max_derived_bytes: int = 1 * GiB
 
     def __post_init__(self) -> None:
         for f in fields(self):

@@ -15,7 +15,7 @@ from gramc.bitmask import n_words
 from gramc.formats.limits import ReadLimits
 from gramc.runtime.artifact import VocabInfo
 from gramc.runtime.dfa_artifact import DFAArtifact
-from gramc.runtime.token_table import TokenTable
+from gramc.runtime.token_table import TokenTable, distinct_token_rows
 from gramc.runtime.validate import (NARROW_FRONTIER, check_arrays, get_field, grouped, in_range, members, no_extra,
                                     require)
 
@@ -37,23 +37,24 @@ def read_payload(meta: dict, arrays: dict, source: dict, info: VocabInfo | None,
                  limits: ReadLimits, vocab: object = None) -> DFAArtifact:
     """The DFA artifact of a container whose header :mod:`gramc.runtime.reader` has checked
     (``vocab`` is not needed: a DFA artifact's rows are all it uses)."""
-    if info is not None and "dfa.delta" in arrays:  # the cheapest check first (shape only)
-        check_derived_rows(len(arrays["dfa.delta"]), info.size, limits)
     dfa = read_dfa(meta, arrays)
     no_extra(arrays, DFA_ARRAYS, TOKEN_ARRAYS if info else {})
     if info is None:
         return DFAArtifact(dfa, source)
     in_range("dfa.token_ids", dfa.token_ids, 0, info.size)
     rows = read_rows(arrays, dfa.n_states, info.size)
-    return DFAArtifact(dfa, source, info, TokenTable.eager(dfa, rows, info.size, info.eos_ids))
+    distinct = distinct_token_rows(dfa, rows)
+    check_derived_rows(len(distinct[1]), info.size, limits, "distinct token rows")
+    return DFAArtifact(dfa, source, info, TokenTable.eager(dfa, rows, info.size, info.eos_ids, distinct=distinct))
 
 
-def check_derived_rows(n_states: int, vocab_size: int, limits: ReadLimits) -> None:
-    """The packed token rows a reader derives for ``n_states`` states fit the limit."""
-    packed = n_states * n_words(vocab_size) * 4
+def check_derived_rows(n_rows: int, vocab_size: int, limits: ReadLimits, what: str = "states") -> None:
+    """The packed token rows a reader derives (``n_rows`` of ``what``) fit the limit."""
+    packed = n_rows * n_words(vocab_size) * 4
     require(packed <= limits.max_derived_bytes,
-            f"{n_states} states of {vocab_size}-token rows need {packed} bytes, "
-            f"over max_derived_bytes={limits.max_derived_bytes}")
+            f"{n_rows} {what} of {vocab_size}-token rows need {packed} bytes, "
+            f"over max_derived_bytes={limits.max_derived_bytes} (a larger limit: "
+            f"gramc.load(path, limits=ReadLimits(max_derived_bytes=...)))")
 
 
 def read_dfa(meta: dict, arrays: dict, calls: np.ndarray | None = None) -> DFATable:

@@ -22,7 +22,7 @@ from gramc.automata.bind import TokenRows, bind_state, forced_lengths
 from gramc.automata.pda_table import PDATable
 from gramc.automata.tables import DEAD, DFATable
 from gramc.automata.trie import TokenTrie
-from gramc.bitmask import n_words, pack_rows, set_bits, unpack_row
+from gramc.bitmask import csr_subset, distinct_rows, n_words, pack_rows, set_bits, unpack_row
 from gramc.limits import DEFAULT_RUNTIME_LIMITS, RuntimeLimits
 from gramc.runtime.cache import LRUCache
 
@@ -44,7 +44,8 @@ class TokenTable:
         self._ids: list[np.ndarray | None] = [None] * n
         self._next: list[np.ndarray | None] = [None] * n
         self._forced = np.full(n, -2, dtype=np.int32)  # -2: not bound yet
-        self._words: np.ndarray | None = None  # eager: all rows; lazy: the _word_rows cache
+        self._words: np.ndarray | None = None  # eager: the distinct rows; lazy: the _word_rows cache
+        self._row_of = np.zeros(0, dtype=np.int64)  # eager: each state's row in _words
         self._views: dict[str, list[np.ndarray]] = {}
         self._trie: TokenTrie | None = None
         self._slices = None  # lazy: the DFA's node slices, made on the first mask
@@ -86,12 +87,19 @@ class TokenTable:
 
     @classmethod
     def eager(cls, dfa: DFATable, rows: TokenRows, vocab_size: int, eos_ids,
-              limits: RuntimeLimits = DEFAULT_RUNTIME_LIMITS) -> "TokenTable":
-        """A table with every state bound, from rows covering states ``0..S-1`` in order."""
+              limits: RuntimeLimits = DEFAULT_RUNTIME_LIMITS,
+              distinct: tuple[np.ndarray, np.ndarray] | None = None) -> "TokenTable":
+        """A table with every state bound, from rows covering states ``0..S-1`` in order.
+
+        States with equal rows share one packed row (``distinct``: their
+        :func:`distinct_token_rows`, when the caller has them already).
+        """
         table = cls(dfa, vocab_size, eos_ids, limits)
         table._install(rows)
-        indptr, ids = table._with_eos(rows)
-        table._words = pack_rows(indptr, ids, vocab_size)
+        row_of, reps = distinct or distinct_token_rows(dfa, rows)
+        indptr, ids = csr_subset(rows.indptr, rows.token_ids, reps)
+        table._words = pack_rows(*table._with_eos(indptr, ids, dfa.accept[rows.states[reps]]), vocab_size)
+        table._row_of = row_of
         return table
 
     @classmethod
@@ -110,15 +118,14 @@ class TokenTable:
             self._next[q] = rows.next_state[a:b]
             self._forced[q] = rows.forced_token[k]
 
-    def _with_eos(self, rows: TokenRows) -> tuple[np.ndarray, np.ndarray]:
-        """CSR rows (ids grouped by row, not sorted) with EOS added to accepting states: the
-        EOS ids are inserted at the end of those rows (no per-token temporaries, which on a
-        large table cost several times the rows themselves)."""
-        accepting = self.dfa.accept[rows.states]
-        at = np.repeat(rows.indptr[1:][accepting], len(self._eos))
-        ids = np.insert(rows.token_ids, at, np.tile(self._eos, int(accepting.sum())))
+    def _with_eos(self, indptr: np.ndarray, ids: np.ndarray, accepting: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """CSR rows (ids grouped by row, not sorted) with EOS added to the ``accepting`` rows:
+        the EOS ids are inserted at the end of those rows (no per-token temporaries, which on
+        a large table cost several times the rows themselves)."""
+        at = np.repeat(indptr[1:][accepting], len(self._eos))
+        ids = np.insert(ids, at, np.tile(self._eos, int(accepting.sum())))
         added = np.concatenate([[0], np.cumsum(accepting * len(self._eos))])
-        return rows.indptr + added, ids
+        return indptr + added, ids
 
     def _bind(self, q: int) -> None:
         if self._trie is None:
@@ -158,13 +165,14 @@ class TokenTable:
         key = np.dtype(dtype).str
         views = self._views.get(key)
         if views is None:
-            views = self._views[key] = list(self._words.view(dtype))
+            distinct = list(self._words.view(dtype))
+            views = self._views[key] = [distinct[r] for r in self._row_of.tolist()]
         return views
 
     def words(self, q: int) -> np.ndarray:
         """The packed bitmask row of state ``q`` (EOS included where ``q`` accepts)."""
         if self._words is not None:
-            return self._words[q]
+            return self._words[self._row_of[q]]
         row = self._word_rows.get(q)
         if row is None:
             row = self._word_rows.put(q, self._sliced_words(q))
@@ -251,14 +259,12 @@ class TokenTable:
     # ------------------------------------------------------------ whole tables (batching, GPU)
 
     def packed_words(self) -> np.ndarray:
-        """Every state's packed mask row, uint32 ``[S, n_words]`` (binds every state if lazy).
-
-        The array is shared: treat it as read-only.
-        """
+        """Every state's packed mask row, uint32 ``[S, n_words]`` (binds every state if lazy;
+        an eager table's shared rows are copied out per state). Treat it as read-only."""
         if self._words is not None:
-            return self._words
+            return self._words if len(self._words) == len(self._row_of) else self._words[self._row_of]
         rows = self.all_rows()
-        return pack_rows(*self._with_eos(rows), self.vocab_size)
+        return pack_rows(*self._with_eos(rows.indptr, rows.token_ids, self.dfa.accept), self.vocab_size)
 
     def csr(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Every state's row as CSR: ``indptr`` int64 ``[S+1]``, token ids int32 (ascending
@@ -266,6 +272,12 @@ class TokenTable:
         rows = self.all_rows()
         return (rows.indptr.astype(np.int64), rows.token_ids.astype(np.int32),
                 rows.next_state.astype(np.int32))
+
+
+def distinct_token_rows(dfa: DFATable, rows: TokenRows) -> tuple[np.ndarray, np.ndarray]:
+    """``(row_of, reps)`` of :func:`~gramc.bitmask.distinct_rows` for a DFA's token rows:
+    two states share a mask row when they allow the same tokens and both accept or neither."""
+    return distinct_rows(rows.indptr, rows.token_ids, dfa.accept[rows.states].astype(np.int64))
 
 
 def _without_calls(dfa: DFATable) -> PDATable:
