@@ -496,9 +496,8 @@ def _():
     return language("[\\u0000-\\u{10FFFF}]{3}", "regex", ["abc", "\U0010ffff\u00e9a", "ab"], options=None)
 
 
-@case("width", "regex-1MB-literal", ok=[True, False], error="LimitExceededError", match=r"max_dfa_states.*\(", wall=15,
-      xfail="a literal of n bytes needs n DFA states: 200 KB is refused after 10 s (max_dfa_states, the message "
-            "says not where), 1 MB runs past the cap (DFA, then the PDA fallback twice)")
+@case("width", "regex-1MB-literal", ok=[True, False], error="LimitExceededError",
+      match=r"max_nfa_states exceeded: 1000001 > 250000 \(every rule inlined")
 def _():
     text = "ab" * 500_000
     return language(text, "regex", [text, text[:-1]])

@@ -306,3 +306,14 @@ def test_memory_held_beside_a_subset_construction_counts_against_max_memory():
     with pytest.raises(LimitExceededError, match="the transition tables of 52 DFA states x 2 columns, with [0-9,]+ bytes held beside them") as info:
         determinize(nfa, classes, [], 0, limits, Deadline(60), held=1_048_000)
     assert info.value.limit == "max_memory"
+
+
+def test_a_dfa_state_limit_names_the_automaton_it_stopped():
+    """The message said only "max_dfa_states exceeded: 200002 > 200000" (issue 18)."""
+    with pytest.raises(LimitExceededError, match=r"max_dfa_states exceeded: \d+ > 100 \(the DFA of rule 'root', "
+                                                 r"other rules inlined\)"):
+        gramc.compile("ab" * 200, limits=Limits(max_dfa_states=100))
+    recursive = 'root ::= "(" root ")" | body\nbody ::= "' + "xy" * 200 + '"'
+    with pytest.raises(LimitExceededError, match=r"max_dfa_states exceeded: \d+ > 100 \(the DFA of rule 'root'\)"):
+        gramc.compile(recursive, "gbnf", limits=Limits(max_dfa_states=100))
+

@@ -65,12 +65,12 @@ def _check_table_memory(n_states: int, n_cols: int, limits: Limits, held: int = 
 
 
 def _subset_construction(nfa: NFA, classes: np.ndarray, token_ids: list[int], n_calls: int,
-                         limits: Limits, deadline: Deadline, held: int = 0):
+                         limits: Limits, deadline: Deadline, held: int = 0, what: str = "the DFA"):
     """Reachable subsets of the NFA as a dense table.
 
     Columns: the byte classes, then one per id of ``token_ids``, then one per call target
     ``0..n_calls-1``. ``max_memory`` bounds the subsets, the tables and ``held`` (bytes the
-    caller keeps alive meanwhile) together.
+    caller keeps alive meanwhile) together; ``what`` names the DFA in a limit's message.
     """
     n_classes = int(classes.max()) + 1
     token_col = {t: n_classes + i for i, t in enumerate(token_ids)}
@@ -123,12 +123,12 @@ def _subset_construction(nfa: NFA, classes: np.ndarray, token_ids: list[int], n_
                                                                  if held else ""))
                     deadline.check()
                 if len(subsets) % 1024 == 0:
-                    limits.check("max_dfa_states", len(subsets))
+                    limits.check("max_dfa_states", len(subsets), what)
                     _check_table_memory(len(subsets), call_base + n_calls, limits,
                                         held + SUBSET_ENTRY_BYTES * entries)
                     deadline.check()
             row[col] = index[target]
-    limits.check("max_dfa_states", len(subsets))
+    limits.check("max_dfa_states", len(subsets), what)
     _check_table_memory(len(subsets), call_base + n_calls, limits, held + SUBSET_ENTRY_BYTES * entries)
     delta = np.zeros((len(rows), call_base + n_calls), dtype=np.int32)
     for s, row in enumerate(rows):
@@ -340,10 +340,12 @@ def merge_byte_columns(delta: np.ndarray, classes: np.ndarray, n_byte_classes: i
 
 
 def determinize(nfa: NFA, classes: np.ndarray, token_ids: list[int], n_calls: int,
-                limits: Limits, deadline: Deadline, held: int = 0) -> tuple[np.ndarray, np.ndarray, int]:
+                limits: Limits, deadline: Deadline, held: int = 0,
+                what: str = "the DFA") -> tuple[np.ndarray, np.ndarray, int]:
     """The canonical minimal DFA of ``nfa`` over fixed columns: (delta, accept, start);
-    ``held``: bytes the caller keeps alive meanwhile, counted against ``max_memory``."""
-    delta, accept = _subset_construction(nfa, classes, token_ids, n_calls, limits, deadline, held)
+    ``held``: bytes the caller keeps alive meanwhile, counted against ``max_memory``;
+    ``what`` names the DFA in a limit's message."""
+    delta, accept = _subset_construction(nfa, classes, token_ids, n_calls, limits, deadline, held, what)
     block = minimize(delta, accept, deadline)
     return canonical(delta, accept, block, start=1)
 
@@ -355,7 +357,8 @@ def build_dfa(grammar: Grammar, limits: Limits = DEFAULT_LIMITS, deadline: Deadl
     nfa = build_nfa(grammar, limits)
     classes = byte_classes(set(nfa.cls) - {0})
     token_ids = sorted({t for t in nfa.tok if t >= 0})
-    delta, accept, start = determinize(nfa, classes, token_ids, 0, limits, deadline)
+    delta, accept, start = determinize(nfa, classes, token_ids, 0, limits, deadline,
+                                       what=f"the DFA of rule {grammar.start!r}, other rules inlined")
     delta, classes = merge_byte_columns(delta, classes, int(classes.max()) + 1)
     return DFATable(delta=delta, byte_class=classes, token_ids=np.array(token_ids, dtype=np.int32),
                     accept=accept, start=start)

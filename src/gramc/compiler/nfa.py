@@ -62,6 +62,7 @@ class _Builder:
         self.limits = limits
         self.calls = calls
         self.inlining: list[str] = []
+        self.where = f"the NFA of rule {grammar.start!r}" + (", other rules inlined" if not calls else "")
 
     def add(self, cls: int = 0, tok: int = -1, nxt: int = -1, eps: tuple[int, ...] = (), call: int = -1) -> int:
         n = self.nfa
@@ -71,7 +72,7 @@ class _Builder:
         n.nxt.append(nxt)
         n.eps.append(eps)
         if len(n.nxt) % 4096 == 0:
-            self.limits.check("max_nfa_states", len(n.nxt))
+            self.limits.check("max_nfa_states", len(n.nxt), self.where)
         return len(n.nxt) - 1
 
     def build(self, e: Expr, out: int) -> Call[int]:
@@ -164,5 +165,5 @@ def build_nfa(grammar: Grammar, limits: Limits = DEFAULT_LIMITS, calls: dict[str
     accept = b.add()
     b.nfa.accept = accept
     b.nfa.start = stackless.run(b.build_ref(grammar.start, accept))
-    limits.check("max_nfa_states", b.nfa.n_states)
+    limits.check("max_nfa_states", b.nfa.n_states, b.where)
     return b.nfa

@@ -110,8 +110,9 @@ def build_pda(grammar: Grammar, limits: Limits = DEFAULT_LIMITS, collapse: bool 
     token_ids = sorted({t for nfa in nfas for t in nfa.tok if t >= 0})
     parts = []
     held = 0  # the rule DFAs built so far stay alive until they are stacked
-    for nfa in nfas:
-        parts.append(determinize(nfa, classes, token_ids, len(names), limits, deadline, held))
+    for name, nfa in zip(names, nfas):
+        parts.append(determinize(nfa, classes, token_ids, len(names), limits, deadline, held,
+                                 what=f"the DFA of rule {name!r}"))
         held += parts[-1][0].nbytes
     n_nodes = 1 + sum(len(accept) - 1 for _, accept, _ in parts)
     limits.check_memory(4 * n_nodes * parts[0][0].shape[1],

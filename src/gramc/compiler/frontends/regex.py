@@ -351,6 +351,7 @@ class _Parser:
         self.names: set[str] = set()
         self.stack: list[_Frame] = [_Frame(0)]
         self.search = False  # search mode: ^ and $ become _START / _END markers
+        self._char_exprs: dict[str, Expr] = {}  # a literal character's IR, lowered once per character
 
     # ------------------------------------------------------------ helpers
 
@@ -597,7 +598,11 @@ class _Parser:
 
     def _char_atom(self, start: int) -> None:
         self.pos += 1
-        self._push(self._set_expr(self._single(_Char(ord(self.src[start])), start)))
+        c = self.src[start]
+        expr = self._char_exprs.get(c)
+        if expr is None:
+            expr = self._char_exprs[c] = self._set_expr(self._single(_Char(ord(c)), start))
+        self._push(expr)
 
     def _dot(self) -> None:
         self.pos += 1
