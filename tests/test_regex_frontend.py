@@ -507,7 +507,14 @@ ERRORS = [
     ("a*+", "unicode", UnsupportedFeatureError, 2, "possessive quantifier"),
     ("a(?i)b", "unicode", UnsupportedFeatureError, 1, "(?i)"),
     ("(?s).", "unicode", UnsupportedFeatureError, 0, "inline flags (?s)"),
-    ("\\p{L}", "unicode", UnsupportedFeatureError, 0, "Unicode property escape \\p"),
+    ("\\p{L}", "bytes", UnsupportedFeatureError, 0, "Unicode property escape \\p{...} in the bytes dialect"),
+    ("x\\p{letter}", "unicode", GrammarSyntaxError, 1, "unknown Unicode property or General_Category value 'letter'"),
+    ("[\\P{IsGreek}]", "unicode", GrammarSyntaxError, 1, "value 'IsGreek'"),
+    ("\\pL", "unicode", GrammarSyntaxError, 0, "expected \\p{Name}"),
+    ("\\p{L", "unicode", GrammarSyntaxError, 0, "expected \\p{Name}"),
+    ("\\p{Script=Nowhere}", "unicode", GrammarSyntaxError, 0, "unknown Unicode property 'sc=Nowhere'"),
+    ("\\p{Block=Basic_Latin}", "unicode", GrammarSyntaxError, 0, "unknown Unicode property name 'Block'"),
+    ("\\p{gc=Greek}", "unicode", GrammarSyntaxError, 0, "unknown General_Category value 'Greek'"),
     ("\\01", "unicode", UnsupportedFeatureError, 0, "octal escape"),
     ("x\\ud800", "unicode", UnsupportedFeatureError, 1, "lone surrogate"),
     ("^*", "unicode", GrammarSyntaxError, 1, "nothing to repeat"),
@@ -596,3 +603,48 @@ SNAPSHOTS = [
 )
 def test_ir_snapshot(pattern, dialect, expected):
     assert str(parse_regex(pattern, dialect=dialect)) == expected
+
+
+PROPERTIES = ["L", "Lu", "Letter", "Nd", "gc=Mn", "General_Category=Currency_Symbol", "P", "Zs", "LC", "digit",
+              "Script=Greek", "sc=Hani", "scx=Cyrl", "Script_Extensions=Latin", "Alphabetic", "White_Space",
+              "ASCII", "Emoji", "Any", "Cn"]
+
+
+@pytest.mark.parametrize("name", PROPERTIES)
+def test_a_unicode_property_escape_matches_what_the_regex_package_matches(name):
+    """\\p{...} and \\P{...} (ECMA-262 names) against the regex package, on every code
+    point at the edges of the property's ranges and a sample inside them."""
+    inside, outside = _automaton(f"\\p{{{name}}}"), _automaton(f"\\P{{{name}}}")
+    negated_class = _automaton(f"[^\\p{{{name}}}x]")
+    reference = regex_pkg.compile(f"\\p{{{name}}}")
+    probes = set(range(0, 0x250)) | {0x10FFFF, 0xFFFD, 0x1F600, 0x4E00, 0x3B1}
+    for lo, hi in _ranges_of(name):
+        probes |= {lo - 1, lo, (lo + hi) // 2, hi, hi + 1}
+    probes = sorted(c for c in probes if 0 <= c <= MAX_CODEPOINT and not 0xD800 <= c <= 0xDFFF)
+    for cp in probes:
+        ch = chr(cp)
+        expected = bool(reference.fullmatch(ch))
+        data = ch.encode()
+        assert inside.fullmatch(data) == expected, (name, hex(cp))
+        assert outside.fullmatch(data) == (not expected), (name, hex(cp))
+        assert negated_class.fullmatch(data) == (not expected and ch != "x"), (name, hex(cp))
+
+
+def test_property_escapes_combine_in_classes_and_sequences():
+    dfa = _automaton(r"\p{Lu}[\p{Ll}\p{Script=Greek}\d]*")
+    for text in ["Élan", "Aαβ9", "Z", "ΩΩ"]:
+        assert dfa.fullmatch(text.encode()) == bool(regex_pkg.fullmatch(r"\p{Lu}[\p{Ll}\p{Script=Greek}\d]*", text))
+    assert not dfa.fullmatch("élan".encode()) and not dfa.fullmatch("A-".encode())
+
+
+def _ranges_of(name: str) -> list[tuple[int, int]]:
+    from gramc.compiler.unicode_properties import property_set
+
+    return list(property_set(name).ranges)
+
+
+def _automaton(pattern: str):
+    from gramc.compiler.dfa import build_dfa
+    from gramc.compiler.ir import Grammar
+
+    return build_dfa(Grammar.single(parse_regex(pattern)))

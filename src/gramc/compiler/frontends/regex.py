@@ -56,6 +56,7 @@ from gramc.compiler.unicode import (
     CodepointSet,
     ascii_case_closure,
 )
+from gramc.compiler.unicode_properties import PropertyNameError, PropertyUnavailableError, property_set
 from gramc.errors import (
     GrammarSyntaxError,
     LimitExceededError,
@@ -313,8 +314,8 @@ _ASSERTION_ESCAPES = {
     "k": "named backreference \\k<name>",
 }
 _UNSUPPORTED_ESCAPES = {
-    "p": "Unicode property escape \\p{...}",
-    "P": "Unicode property escape \\P{...}",
+    "p": "Unicode property escape \\p{...} in the bytes dialect (Python re has none)",
+    "P": "Unicode property escape \\P{...} in the bytes dialect (Python re has none)",
     "N": "named character escape \\N{...}",
 }
 _FLAG_LETTERS = frozenset("aiLmsux-")
@@ -695,11 +696,27 @@ class _Parser:
             return _Char(_CONTROL_ESCAPES.get(c, 0x08))
         if c in _ESCAPE_HANDLERS:
             return _ESCAPE_HANDLERS[c](self, start)
+        if c in "pP" and self.dialect.name == "unicode":
+            return self._property(c == "P", start)
         if c in _UNSUPPORTED_ESCAPES:
             raise self._unsupported(_UNSUPPORTED_ESCAPES[c], start)
         if c.isascii() and c.isalnum():
             raise self._syntax(f"bad escape \\{c}", start)
         return _Char(ord(c))
+
+    def _property(self, negated: bool, start: int) -> _Set:
+        """``\\p{...}`` / ``\\P{...}`` (ECMA-262 names: :mod:`gramc.compiler.unicode_properties`)."""
+        end = self.src.find("}", self.pos)
+        if not self._eat("{") or end < 0:
+            raise self._syntax("bad escape \\p: expected \\p{Name} or \\p{Name=Value}", start)
+        text, self.pos = self.src[self.pos : end], end + 1
+        try:
+            cps = property_set(text)
+        except PropertyUnavailableError as err:
+            raise self._unsupported(str(err), start) from None
+        except PropertyNameError as err:
+            raise self._syntax(str(err), start) from None
+        return _Set(cps.complement() if negated else cps)
 
     def _zero(self, start: int) -> _Char:
         if self._peek() != "" and self._peek() in "0123456789":
