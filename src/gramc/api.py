@@ -10,7 +10,7 @@ import hashlib
 import json
 import os
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable, Protocol
 
 from gramc import __version__
 from gramc.compiler.pipeline import CompileOptions, compile_source
@@ -21,6 +21,16 @@ from gramc.runtime.dfa_artifact import DFAArtifact
 from gramc.runtime.pda_artifact import PDAArtifact
 from gramc.runtime.reader import load
 from gramc.vocab import Vocab, load_vocab
+
+
+class _ArtifactKind(Protocol):
+    """An artifact class as :func:`compile` uses it; ``automaton`` is of the type that
+    ``Compiled.kind`` names (each kind's class narrows it)."""
+
+    def __call__(self, automaton: Any, meta: dict, /) -> Artifact: ...
+
+    def bound(self, automaton: Any, meta: dict, vocab: Vocab, /, *, lazy: bool, limits: Limits,
+              deadline: Deadline | None, runtime_limits: RuntimeLimits) -> Artifact: ...
 
 
 def compile(
@@ -80,7 +90,8 @@ def compile(
     report = progress or (lambda stage: None)
     special = vocab_obj.special_names if vocab_obj is not None else None
     compiled = compile_source(source, format, options, limits, source_name, report, special, deadline)
-    cls = {"dfa": DFAArtifact, "counted": CountedArtifact, "pda": PDAArtifact}[compiled.kind]
+    kinds: dict[str, _ArtifactKind] = {"dfa": DFAArtifact, "counted": CountedArtifact, "pda": PDAArtifact}
+    cls = kinds[compiled.kind]
     if vocab_obj is None or not bind:
         artifact = cls(compiled.automaton, compiled.meta)
     else:

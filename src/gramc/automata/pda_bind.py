@@ -165,7 +165,8 @@ class Expansion:
                 self.returns.setdefault(r, []).append(ret)
         self.index: dict[frozenset[Config], int] = {frozenset(): DEAD}
         self.by_targets: dict[frozenset[Config], int] = {}  # unclosed move targets -> state
-        self.marks, self.insides, self.table_rows = [False], [False], [[DEAD] * self.n_cols]
+        self.marks, self.insides = [False], [False]
+        self.table_rows: list[list[int] | None] = [[DEAD] * self.n_cols]  # None until add_nodes builds it
         self.start = np.zeros(table.n_nodes, dtype=np.int64)  # 0: not built (node 0 is unused)
         self.n_started = 0  # nodes whose region was built completely
         self._built = 1  # states whose rows are in the arrays below (capacity doubles)
@@ -313,7 +314,9 @@ def bind_nodes(table: PDATable, trie: TokenTrie, nodes: np.ndarray, depth: int =
     limits.check_memory(fixed, f"the token masks of {len(nodes):,} PDA nodes")
     x = expanded or expand(table, depth, deadline=deadline)
     nbc = table.n_byte_classes
-    acc_parts, unc_rows, held = [], [], 0
+    acc_parts: list[np.ndarray] = []
+    unc_rows: list[np.ndarray] = []
+    held = 0
     for lo in range(0, len(nodes), STATE_CHUNK):
         if deadline is not None:
             deadline.check()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -50,10 +51,13 @@ def _grammar_text(value: str) -> str:
     return path.read_text(encoding="utf-8") if path.suffix and path.is_file() else value
 
 
-def _decoding(sampler: str) -> dict:
-    return {"greedy": dict(do_sample=False),
-            "sample": dict(do_sample=True, temperature=1.0, top_k=0),
-            "beam": dict(num_beams=4, do_sample=False)}[sampler]
+def _decoding(sampler: str) -> dict[str, Any]:
+    options: dict[str, dict[str, Any]] = {
+        "greedy": dict(do_sample=False),
+        "sample": dict(do_sample=True, temperature=1.0, top_k=0),
+        "beam": dict(num_beams=4, do_sample=False),
+    }
+    return options[sampler]
 
 
 @click.command("demo")

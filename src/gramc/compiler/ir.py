@@ -24,13 +24,14 @@ from __future__ import annotations
 import weakref
 from collections.abc import Collection, Iterable, Mapping
 from functools import lru_cache
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeGuard, TypeVar, cast
 
 from gramc.compiler import stackless
 from gramc.compiler.stackless import Call
 
 ALL_BYTES = (1 << 256) - 1
 _INTERN: "weakref.WeakValueDictionary[tuple, Expr]" = weakref.WeakValueDictionary()
+_E = TypeVar("_E", bound="Expr")
 
 
 class Expr:
@@ -38,21 +39,24 @@ class Expr:
 
     __slots__ = ("_key", "_hash", "__weakref__")
     _fields: ClassVar[tuple[str, ...]] = ()
+    _key: tuple[Any, ...]
+    _hash: int
 
-    def __new__(cls, *args: Any) -> "Expr":
+    def __new__(cls: type[_E], *args: Any) -> _E:
         key = (cls, *args)
         node = _INTERN.get(key)
         if node is None:
-            node = object.__new__(cls)
-            object.__setattr__(node, "_key", key)
-            object.__setattr__(node, "_hash", hash(key))
-            _INTERN[key] = node
-        return node
+            fresh = object.__new__(cls)
+            object.__setattr__(fresh, "_key", key)
+            object.__setattr__(fresh, "_hash", hash(key))
+            _INTERN[key] = fresh
+            return fresh
+        return cast(_E, node)  # the key starts with cls, so the interned node is a cls
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         for i, name in enumerate(cls.__dict__.get("_fields", ())):
-            setattr(cls, name, property(lambda self, i=i + 1: self._key[i]))
+            setattr(cls, name, _field(i + 1))
 
     def __setattr__(self, name: str, value: Any) -> None:
         raise AttributeError(f"{type(self).__name__} is immutable")
@@ -76,6 +80,11 @@ class Expr:
     def children(self) -> tuple["Expr", ...]:
         """The direct sub-expressions."""
         return ()
+
+
+def _field(index: int) -> property:
+    """The read-only property of a node's field: item ``index`` of its intern key."""
+    return property(lambda self: self._key[index])
 
 
 class Bytes(Expr):
@@ -412,11 +421,11 @@ def _format_class(mask: int) -> str:
     return "[" + ("^" if negate else "") + "".join(parts) + "]"
 
 
-def _is_single_byte(e: Expr) -> bool:
+def _is_single_byte(e: Expr) -> TypeGuard[Bytes]:
     return isinstance(e, Bytes) and e.mask & (e.mask - 1) == 0
 
 
-def _quote(run: list[Expr]) -> str:
+def _quote(run: list[Bytes]) -> str:
     special = frozenset(b'"\\')
     return '"' + "".join(_byte_text(e.mask.bit_length() - 1, special) for e in run) + '"'
 
@@ -474,7 +483,7 @@ def _format_leaf(e: Expr) -> str | None:
 
 def _seq_parts(items: tuple[Expr, ...], memo: dict) -> Call[list[str]]:
     parts: list[str] = []
-    run: list[Expr] = []
+    run: list[Bytes] = []
     for item in items:
         if _is_single_byte(item):
             run.append(item)

@@ -10,6 +10,7 @@ call edges: the PDA backend).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from gramc.compiler import stackless
@@ -35,7 +36,7 @@ class NFA:
     def n_states(self) -> int:
         return len(self.nxt)
 
-    def closure(self, states: set[int] | list[int]) -> frozenset[int]:
+    def closure(self, states: Iterable[int]) -> frozenset[int]:
         """The epsilon closure of ``states``, keeping only non-split states."""
         out: set[int] = set()
         seen: set[int] = set()

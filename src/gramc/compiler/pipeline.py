@@ -141,8 +141,9 @@ def build_automaton(grammar: Grammar, limits: Limits = DEFAULT_LIMITS, deadline:
             except LimitExceededError as again:
                 if again.limit == "max_memory":
                     raise  # the rule-keeping PDA does not fit either: say where it stopped
-                if not keep_short or again.limit not in ("max_dfa_states", "max_nfa_states"):
-                    raise err from None
+                if again.limit not in ("max_dfa_states", "max_nfa_states"):
+                    break
+        raise err from None
 
 
 @contextmanager

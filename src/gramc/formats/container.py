@@ -40,7 +40,7 @@ import re
 import secrets
 import stat
 import struct
-from typing import Any
+from typing import Any, SupportsInt
 
 import msgpack
 import numpy as np
@@ -177,7 +177,7 @@ def _check_container(
         raise _Problem(f"{where}: {len(value)} entries exceed max_container_len={limits.max_container_len}")
     if budget is not None:
         budget.spend(len(value))
-    if type(value) is list:
+    if isinstance(value, list):  # exactly list or dict: _check_meta dispatches on type()
         for i, item in enumerate(value):
             _check_meta(item, f"{where}[{i}]", depth + 1, limits, budget)
         return
@@ -667,7 +667,7 @@ def read_file(
 # --------------------------------------------------------------------------- contents
 
 
-def _position(index: tuple[int, ...]) -> str:
+def _position(index: tuple[SupportsInt, ...]) -> str:
     return str(int(index[0])) if len(index) == 1 else str(tuple(int(i) for i in index))
 
 

@@ -53,7 +53,7 @@ def load_bundled(name: str) -> Vocab:
         raise VocabularyError(
             f"no bundled vocabulary {name!r} (bundled: {', '.join(BUNDLED_NAMES)})"
         )
-    blob = resources.files("gramc.vocab").joinpath("data", f"{name}.vocab.zst").read_bytes()
+    blob = resources.files("gramc.vocab").joinpath("data").joinpath(f"{name}.vocab.zst").read_bytes()
     return decode_bundle(blob, source=f"bundled {name}")
 
 

@@ -48,6 +48,8 @@ class Vocab:
     special_ids: frozenset[int]
     eos_ids: tuple[int, ...]
     name: str
+    _special_names: dict[str, int]
+    _fingerprint: str | None
 
     def __init__(
         self,

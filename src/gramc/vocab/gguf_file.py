@@ -69,7 +69,9 @@ def load_gguf(
     if len(types) != len(texts):
         raise VocabularyError(f"{path}: {len(texts)} tokens but {len(types)} token types")
     decode = _normal_decoder(str(model), path)
-    tokens, special, names = [], [], {}
+    tokens: list[bytes] = []
+    special: list[int] = []
+    names: dict[str, int] = {}
     for i, (raw, kind) in enumerate(zip(texts, types)):
         text = raw.decode("utf-8", "replace")
         if kind == BYTE:

@@ -202,9 +202,10 @@ def _eos_from_sibling_configs(folder: Path, data: Any, source: str) -> tuple[int
             for e in (data.get("added_tokens") or [] if isinstance(data, dict) else [])
             if isinstance(e, dict)
         }
-        if isinstance(text, str) and isinstance(by_text.get(text), int):
+        eos_id = by_text.get(text) if isinstance(text, str) else None
+        if isinstance(eos_id, int):
             log.debug("%s: eos %r from tokenizer_config.json", source, text)
-            return (by_text[text],)
+            return (eos_id,)
     return None
 
 

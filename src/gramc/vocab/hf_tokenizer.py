@@ -39,7 +39,7 @@ def vocab_from_hf(tokenizer: Any, eos_ids: Iterable[int] | None = None) -> Vocab
     backend = getattr(tokenizer, "backend_tokenizer", None)
     if getattr(tokenizer, "is_fast", False) and backend is not None:
         base = vocab_from_tokenizer_data(json.loads(backend.to_str()), source=name, name=name)
-        tokens = list(base.tokens)
+        tokens: list[bytes | None] = list(base.tokens)
         special_names = base.special_names
     elif callable(getattr(tokenizer, "get_vocab", None)):
         tokens, special_names = _slow_tokens(tokenizer, name)

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
+from typing import Any
 
 from gramc.compiler.frontends.grammar_lexing import (
     CLASS_SET_ESCAPES,
@@ -307,8 +308,9 @@ def _xg_name(sc: Scanner) -> Tok | None:
     start, name = sc.pos, sc.take(_XG_NAME)
     if name is None:
         return None
-    if name in _MACROS and sc.match(_MACRO_OPEN):
-        sc.pos = sc.match(_MACRO_OPEN).end() - 1
+    opening = sc.match(_MACRO_OPEN) if name in _MACROS else None
+    if opening is not None:
+        sc.pos = opening.end() - 1
         return Tok("atom", start, _MACROS[name](sc, start))
     attribute = sc.match(_RULE_ATTRIBUTE) if sc.peek() == "[" else None
     if attribute is not None:
@@ -347,8 +349,9 @@ _NOTATIONS = {"w3c": _W3C, "iso": _ISO, "gbnf-like": _GBNF_LIKE}
 
 # ---------------------------------------------------------------- XGrammar macros
 
-#: A macro argument: (kind, value, offset); kind is str | int | bool | ident | tuple.
-_Value = tuple[str, object, int]
+#: A macro argument: (kind, value, offset); kind is str | int | bool | ident | tuple, and the
+#: value's type follows it (code points, int, bool, str, a list of arguments): checked by kind.
+_Value = tuple[str, Any, int]
 _KEY = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)[ \t]*=(?!=)")
 _INT = re.compile(r"-?[0-9]+")
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]*")
@@ -405,7 +408,7 @@ def _regex_macro(sc: Scanner, start: int) -> Expr:
         raise sc.error(f"Regex() has no argument {key!r}", named[key][2])
     flags = _named(sc, named, "flags", "str", "a string")
     json_string = _named(sc, named, "json_string", "bool", "a boolean")
-    pattern = "".join(map(chr, args[0][1]))  # type: ignore[arg-type]
+    pattern = "".join(map(chr, args[0][1]))
     flag_text = None if flags is None else "".join(map(chr, flags))
     expr = _compile_regex(sc, pattern, flag_text, start)
     return restrict_bytes(expr, ALL_BYTES ^ _JSON_UNSAFE) if json_string else expr
@@ -459,7 +462,7 @@ def _substring_macro(sc: Scanner, start: int) -> Expr:
     args, named = _macro_args(sc, "Substring")
     if named or any(kind != "str" for kind, _, _ in args):
         raise sc.error("Substring() arguments must be strings", start)
-    chunks = [encode_codepoints(sc, cps, at) for _, cps, at in args]  # type: ignore[arg-type]
+    chunks = [encode_codepoints(sc, cps, at) for _, cps, at in args]
     chunks = [c for c in chunks if c is not EMPTY]
     sc.limits.check("max_nesting", 2 * len(chunks), "Substring() arguments", sc.span(start))
     tails: list[Expr] = []
@@ -470,9 +473,9 @@ def _substring_macro(sc: Scanner, start: int) -> Expr:
 
 def _token_macro(sc: Scanner, start: int) -> Expr:
     args, named = _macro_args(sc, "Token")
-    if named or not args or any(k != "int" or v < 0 for k, v, _ in args):  # type: ignore[operator]
+    if named or not args or any(k != "int" or v < 0 for k, v, _ in args):
         raise sc.error("Token() takes one or more non-negative token ids", start)
-    return alt(*(Token(v) for _, v, _ in args))  # type: ignore[arg-type]
+    return alt(*(Token(v) for _, v, _ in args))
 
 
 def _refused(name: str, reason: str) -> Callable[[Scanner, int], Expr]:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from gramc.compiler.ir import Expr, Token, TokenName, literal
 from gramc.compiler.unicode import (
@@ -54,11 +54,11 @@ _HEX_RE = re.compile(r"[0-9A-Fa-f]+")
 
 class Tok(NamedTuple):
     """One token: ``kind`` (``"name"``, ``"atom"``, ``"("``...), its offset, and a value
-    (the rule name, the atom's IR, the bounds ``(m, n)``...)."""
+    (the rule name, the atom's IR, the bounds ``(m, n)``...) whose type follows ``kind``."""
 
     kind: str
     offset: int
-    value: object = None
+    value: Any = None
 
 
 @dataclass(frozen=True)

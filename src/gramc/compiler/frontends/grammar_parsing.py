@@ -277,7 +277,7 @@ class RuleParser:
         if frame.count is not None:
             raise self.sc.error("a repetition count must be followed by an item", tok.offset)
         self.i += 1
-        frame.count = (int(tok.value), tok.offset)  # type: ignore[arg-type]
+        frame.count = (int(tok.value), tok.offset)
 
     def _finish(self, frame: _Frame) -> Expr:
         return alt(*frame.alts, self._end_sequence(frame))

@@ -33,7 +33,7 @@ import sys
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from lark import Token as LarkToken
 from lark import Tree
@@ -154,8 +154,8 @@ class _SourceMap:
     def token(self, tok: Any) -> Span | None:
         """The span of a lark token when it comes from this text (not from an import)."""
         pos = getattr(tok, "start_pos", None)
-        known = isinstance(tok, LarkToken) and pos is not None and pos >= 0
-        if known and self.text[pos : pos + len(tok)] == str(tok):
+        if isinstance(tok, LarkToken) and pos is not None and pos >= 0 \
+                and self.text[pos : pos + len(tok)] == str(tok):
             return self.at(pos)
         return None
 
@@ -266,7 +266,7 @@ def _special_token(raw: str, span: Span) -> Expr:
 def _load(text: str, src: _SourceMap, import_paths: list[str]) -> Any:
     """lark's loader on ``text``: a ``lark.load_grammar.Grammar`` (rule_defs, term_defs,
     ignore); its exceptions become gramc's."""
-    builder = GrammarBuilder(False, import_paths)
+    builder = GrammarBuilder(False, list(import_paths))  # lark's list also takes callables
     try:
         builder.load_grammar(text, src.source_name)
         return builder.build()
@@ -318,9 +318,8 @@ def _from_grammar_error(e: GrammarError, src: _SourceMap) -> GramcError:
     context = e.__context__
     message = src.clean(str(e))
     if isinstance(context, UnexpectedInput):
-        if message.startswith("Unexpected input"):
-            message = None
-        return _from_unexpected(context, message and message[0].lower() + message[1:], src)
+        generic = message.startswith("Unexpected input")
+        return _from_unexpected(context, None if generic else message and message[0].lower() + message[1:], src)
     raw = re.sub(r"(?:Non)?Terminal\('([^']*)'\)", r"\1", str(e))
     return GrammarSyntaxError(message, _guess_span(raw, src))
 
@@ -424,7 +423,8 @@ class _Lowerer:
             )
         while self.queue:
             self._lower_next(*self.queue.popleft())
-        return Grammar(self.rules, START_RULE if self.ignore else start)
+        # Every placeholder None is replaced once the queue is empty.
+        return Grammar(cast("dict[str, Expr]", self.rules), START_RULE if self.ignore else start)
 
     def _span_of(self, tok: Any) -> Span:
         return self.src.token(tok) or self.src.definition(self.current)
@@ -497,12 +497,13 @@ class _Lowerer:
         return self._expr(node.children[0], env)
 
     def _r_literal(self, node: Tree, env: dict) -> Expr:
-        return seq(self.terms.lower_literal(node.children[0]), self.gap)
+        token = cast(LarkToken, node.children[0])  # lark's loader: a literal holds its token
+        return seq(self.terms.lower_literal(token), self.gap)
 
     def _r_range(self, node: Tree, env: dict) -> Expr:
         try:
-            expr = char_range(*node.children)
-        except GramcError as e:
+            expr = char_range(*cast("list[LarkToken]", node.children))  # a range's two ends
+        except GrammarSyntaxError as e:
             raise GrammarSyntaxError(e.reason, self._span_of(node.children[0])) from None
         except GrammarError as e:
             raise GrammarSyntaxError(
@@ -529,7 +530,7 @@ class _Lowerer:
     # ------------------------------------------------------------ templates
 
     def _r_template_usage(self, node: Tree, env: dict) -> Expr:
-        name = node.children[0].name
+        name = cast(NonTerminal, node.children[0]).name  # lark's loader: the template's name
         params, tree = self.rule_defs[name]
         args = [(self._expr(a, env), self._display(a, env)) for a in node.children[1:]]
         key = (name, tuple(a[0] for a in args))
@@ -552,7 +553,7 @@ class _Lowerer:
             return self._display(node.children[0], env)
         if isinstance(node, Tree) and node.data == "template_usage":
             inner = ",".join(self._display(a, env) for a in node.children[1:])
-            return f"{node.children[0].name}{{{inner}}}"
+            return f"{cast(NonTerminal, node.children[0]).name}{{{inner}}}"
         if isinstance(node, Tree):
             return "..".join(str(c) for c in node.children)
         if isinstance(node, NonTerminal) and node.name in env:

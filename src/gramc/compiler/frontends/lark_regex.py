@@ -90,6 +90,7 @@ def _next_token(src: str, i: int, verbose: bool) -> Tok:
         return Tok("class", src[i : _class_end(src, i)], i)
     if c == "(":
         m = _OPEN.match(src, i)
+        assert m is not None  # every part of _OPEN after its "(" is optional
         text = m.group()
         return Tok("skip" if text.startswith("(?#") else "open", text, i)
     simple = {")": "close", "|": "bar", ".": "dot", "^": "anchor", "$": "anchor"}.get(c)

@@ -34,7 +34,7 @@ import warnings
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar, cast
 
 from lark import Token as LarkToken
 from lark import Tree
@@ -74,6 +74,7 @@ MAX_SHORTEST_STATES = 512  # DFA size above which a lazy quantifier is left gree
 _SourceError = GrammarSyntaxError | UnsupportedFeatureError
 _SOURCE_ERRORS = (GrammarSyntaxError, UnsupportedFeatureError)
 SpanOf = Callable[[Any], "Span | None"]
+_T = TypeVar("_T")
 
 
 # ---------------------------------------------------------------- IR helpers
@@ -154,7 +155,7 @@ def shortest_matches(e: Expr) -> Expr | None:
                 if q:
                     out[p][q] = out[p].get(q, 0) | masks[c]
     finals = [s for s in range(d.n_states) if d.accept[s]]
-    edges = {p: {q: Bytes(m) for q, m in qs.items()} for p, qs in out.items()}
+    edges: dict[int, dict[int, Expr]] = {p: {q: Bytes(m) for q, m in qs.items()} for p, qs in out.items()}
     return _eliminate(edges, d.start, finals)
 
 
@@ -239,7 +240,7 @@ def char_range(lo_tok: LarkToken, hi_tok: LarkToken) -> Expr:
         ends.append(ord(value))
     if ends[0] > ends[1]:
         raise GrammarSyntaxError(f"bad range {lo_tok}..{hi_tok}: start after end")
-    return CodepointSet([tuple(ends)]).to_ir()
+    return CodepointSet([(ends[0], ends[1])]).to_ir()
 
 
 # ---------------------------------------------------------------- items
@@ -326,10 +327,11 @@ def char_length(e: Expr) -> int | None:
         return 0
     if isinstance(e, Seq):
         lengths = [char_length(i) for i in e.items]
-        return None if None in lengths else sum(lengths)
+        known = [n for n in lengths if n is not None]
+        return sum(known) if len(known) == len(lengths) else None
     if isinstance(e, Alt):
-        lengths = {char_length(i) for i in e.items}
-        return lengths.pop() if len(lengths) == 1 else None
+        distinct = {char_length(i) for i in e.items}
+        return distinct.pop() if len(distinct) == 1 else None
     if isinstance(e, Repeat) and e.min == e.max:
         inner = char_length(e.item)
         return None if inner is None else inner * e.min
@@ -416,9 +418,9 @@ class TerminalLowerer:
     def _node_value(self, node: Tree) -> list[Item]:
         child = node.children[0]
         if isinstance(child, Tree) and child.data == "literal":
-            return self._literal(child.children[0])
+            return self._literal(cast(LarkToken, child.children[0]))  # lark's loader: its token
         if isinstance(child, Tree) and child.data == "range":
-            return [Piece(self._checked(char_range, *child.children))]
+            return [Piece(self._checked(char_range, *cast("list[LarkToken]", child.children)))]
         return self._items(child)
 
     def _node_expr(self, node: Tree) -> list[Item]:
@@ -430,7 +432,7 @@ class TerminalLowerer:
         inner = self._resolve(self._items(node.children[0]), top=False)
         return [Piece(optional(inner.expr), inner.lazy)]
 
-    def _checked(self, fn: Callable, *tokens: LarkToken) -> Expr:
+    def _checked(self, fn: Callable[..., _T], *tokens: LarkToken) -> _T:
         try:
             return fn(*tokens)
         except GrammarError as e:
@@ -515,13 +517,12 @@ class TerminalLowerer:
             if split is not None:
                 pieces = [self._resolve(s, top) for s in split]
                 return Piece(alt(*(p.expr for p in pieces)), any(p.lazy for p in pieces))
-            items = [self._local(x) if isinstance(x, Choice) else x for x in items]
-        items = list(items)
+        flat: list[Piece | Look] = [self._local(x) if isinstance(x, Choice) else x for x in items]
         while (
-            k := next((i for i, x in enumerate(items) if isinstance(x, Look)), None)
+            k := next((i for i, x in enumerate(flat) if isinstance(x, Look)), None)
         ) is not None:
-            items = self._apply_look(items, k, top)
-        return self._close(items, top)
+            flat = self._apply_look(flat, k, top)
+        return self._close(flat, top)
 
     def _split_choices(self, items: list[Item]) -> list[list[Item]] | None:
         """The sequences ``items`` stands for, one per alternative of its first choice
@@ -529,13 +530,15 @@ class TerminalLowerer:
         k = next(i for i, x in enumerate(items) if isinstance(x, Choice))
         if _count_paths(items) > MAX_CHOICE_SPLIT or _has_lazy(items):
             return None
-        return [items[:k] + list(a) + items[k + 1 :] for a in items[k].alts]
+        choice = items[k]
+        assert isinstance(choice, Choice)
+        return [items[:k] + list(a) + items[k + 1 :] for a in choice.alts]
 
     def _local(self, choice: Choice) -> Piece:
         pieces = [self._resolve(list(a), top=False) for a in choice.alts]
         return Piece(alt(*(p.expr for p in pieces)), any(p.lazy for p in pieces))
 
-    def _apply_look(self, items: list[Item], k: int, top: bool) -> list[Item]:
+    def _apply_look(self, items: list[Piece | Look], k: int, top: bool) -> list[Piece | Look]:
         look = items[k]
         assert isinstance(look, Look)
         if look.ahead:
@@ -544,12 +547,13 @@ class TerminalLowerer:
             span, edge = rest[: end + 1] if end is not None else rest, end is None
             after = rest[end + 1 :] if end is not None else []
             return items[:k] + [self._constrain(span, look, top, edge)] + after
-        start = next((i for i in range(k - 1, -1, -1) if not nullable(items[i].expr)), None)
+        before = cast("list[Piece]", items[:k])  # items[k] is the first lookaround
+        start = next((i for i in range(k - 1, -1, -1) if not nullable(before[i].expr)), None)
         span = items[start or 0 : k]
         piece = self._constrain(span, look, top, edge=start is None)
         return items[: start or 0] + [piece] + items[k + 1 :]
 
-    def _closing_index(self, rest: list[Item], look: Look) -> int | None:
+    def _closing_index(self, rest: list[Piece | Look], look: Look) -> int | None:
         for i, item in enumerate(rest):
             if isinstance(item, Look):
                 raise UnsupportedFeatureError("consecutive lookarounds", look.span)
@@ -557,7 +561,7 @@ class TerminalLowerer:
                 return i
         return None
 
-    def _constrain(self, span: list[Item], look: Look, top: bool, edge: bool) -> Piece:
+    def _constrain(self, span: list[Piece | Look], look: Look, top: bool, edge: bool) -> Piece:
         joined = self._close(span)
         allowed = ALL_BYTES ^ look.mask if look.negative else look.mask
         expr = restrict_edge(joined.expr, allowed, first=look.ahead)
@@ -580,7 +584,7 @@ class TerminalLowerer:
             end = _region_end(items, i, top) if items[i].lazy else _OPEN
             if end is _GREEDY:
                 out.append(Piece(items[i].expr))
-            elif end is not _OPEN:
+            elif isinstance(end, int):  # an index: neither _GREEDY nor _OPEN
                 out.append(Piece(self._shortest(seq(*(p.expr for p in items[i : end + 1])))))
                 i = end
             else:
