@@ -345,6 +345,21 @@ def test_empty_batch(device, arts, emulated):
     assert batch.commit([]).tolist() == []
 
 
+def test_commit_without_waiting(device, arts, emulated):
+    """Device path: ``commit(wait=False)`` leaves the flags (DFA and PDA rows) for
+    ``last_accepted``, which has none before the first commit. The CPU path has no flags."""
+    batch = make_batch(device, [arts["ab"], arts["paren"]], 3, emulated)
+    if device == "cpu":
+        assert batch.last_accepted() is None
+        return
+    assert batch.last_accepted().tolist() == []
+    batch.add("a")
+    batch.add("p", arts["paren"])
+    tokens = {"a": TOKENS.index(b"ab"), "p": TOKENS.index(b")")}
+    assert batch.commit(tokens, wait=False) is None
+    assert batch.last_accepted().tolist() == [True, False]
+
+
 # ---------------------------------------------------------------- errors
 
 

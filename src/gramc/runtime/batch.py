@@ -39,13 +39,16 @@ from __future__ import annotations
 
 import heapq
 from dataclasses import dataclass, field
-from typing import Any, Hashable, Iterable
+from typing import TYPE_CHECKING, Any, Hashable, Iterable
 
 import numpy as np
 
 from gramc.errors import GramcError, LimitExceededError, VocabularyError
 from gramc.bitmask import n_words
 from gramc.runtime.cuda.tables import DFAArrays
+
+if TYPE_CHECKING:
+    from gramc.runtime.cuda.engine import RowMaps
 
 #: The state of a request that has committed end-of-sequence.
 ENDED = -1
@@ -274,7 +277,7 @@ class BatchMatcher:
         return HostSide(by_slot=self._targets, fill_pda=self._fill_pda,
                         commit_pda=self._commit_pda, host_tokens=_host_tokens)
 
-    def _targets(self, n_rows: int, plan: _Plan, what: str) -> bool:
+    def _targets(self, n_rows: int, plan: RowMaps, what: str) -> bool:
         """Whether an array of ``n_rows`` rows is indexed by slot (else by row position)."""
         if n_rows == len(plan.slots):
             return False
@@ -316,17 +319,19 @@ class BatchMatcher:
         for e, pos, slots in plan.groups:
             rows = slots if by_slot else pos
             states = np.maximum(self._state[slots], 0)  # ENDED reads the dead state's empty row
-            words = self._entries[e].arrays.words
+            arrays = self._entries[e].arrays
+            assert arrays is not None  # the groups are the DFA rows'
+            words = arrays.words
             if not by_slot and len(pos) == len(out) and out.shape[1] == W and out.dtype == np.uint32:
                 np.take(words, states, axis=0, out=out)  # one group, every row: no temporary
             else:
                 words_out[rows] = words[states].view(out.dtype)
         self._fill_pda(plan, out, plan.pda_slots if by_slot else plan.pda_pos)
 
-    def _fill_pda(self, plan: _Plan, out: np.ndarray, rows: np.ndarray | None = None) -> None:
+    def _fill_pda(self, plan: RowMaps, out: np.ndarray, rows: np.ndarray | None = None) -> None:
         """The PDA rows' masks into ``out[rows]`` (default: ``out[:k]``, in order)."""
-        rows = range(len(plan.pda_slots)) if rows is None else rows.tolist()
-        for row, slot in zip(rows, plan.pda_slots.tolist()):
+        targets = range(len(plan.pda_slots)) if rows is None else rows.tolist()
+        for row, slot in zip(targets, plan.pda_slots.tolist()):
             self._matchers[slot].fill_bitmask(out[row])
 
     def apply_masks(self, logits: Any, request_ids: Iterable[Hashable] | None = None) -> None:
@@ -376,11 +381,13 @@ class BatchMatcher:
         toks = _host_tokens(tokens, len(plan.slots))
         accepted = np.zeros(len(plan.slots), dtype=bool)
         for e, pos, slots in plan.groups:
-            accepted[pos] = advance_states(self._entries[e].arrays, self._state, slots, toks[pos])
+            arrays = self._entries[e].arrays
+            assert arrays is not None  # the groups are the DFA rows'
+            accepted[pos] = advance_states(arrays, self._state, slots, toks[pos])
         accepted[plan.pda_pos] = self._commit_pda(plan, toks)
         return accepted
 
-    def _commit_pda(self, plan: _Plan, toks: np.ndarray) -> np.ndarray:
+    def _commit_pda(self, plan: RowMaps, toks: np.ndarray) -> np.ndarray:
         """Commit the PDA rows' tokens (``toks``: one per row); their accepted flags, in order."""
         return np.array([self._matchers[slot].commit_token(int(toks[pos]))
                          for pos, slot in zip(plan.pda_pos.tolist(), plan.pda_slots.tolist())],

@@ -20,7 +20,7 @@ class LRUCache:
 
     __slots__ = ("_data", "max_entries", "evictions", "_on_evict")
 
-    def __init__(self, max_entries: int, on_evict: Callable[[Hashable, Any], None] | None = None):
+    def __init__(self, max_entries: int, on_evict: Callable[[Any, Any], None] | None = None):
         if max_entries < 1:
             raise ValueError(f"max_entries must be >= 1, got {max_entries}")
         self._data: OrderedDict = OrderedDict()

@@ -13,7 +13,7 @@ non-empty set means "the input so far is a viable prefix".
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Protocol, Sequence
 
 from gramc.automata.pda_table import PDATable
 from gramc.automata.tables import DEAD
@@ -33,9 +33,18 @@ class ChartSet:
     def __init__(self, items: frozenset[Item], waiting: dict[int, tuple[Item, ...]]):
         self.items = items
         self.waiting = waiting
-        self.conts: dict[int, int | None] = {}
+        self.conts: dict[int, int] = {}
         self.key: int | None | bool = False  # False: not computed yet
         self.gen = -1  # no ids cached yet
+
+
+class Chart(Protocol):
+    """What building a set reads of the chart before it: a set by position (negative from
+    the end) and the length. A list of sets, or a view extending one without copying it."""
+
+    def __len__(self) -> int: ...
+
+    def __getitem__(self, j: int, /) -> ChartSet: ...
 
 
 class EarleyParser:
@@ -68,7 +77,7 @@ class EarleyParser:
         first.waiting[self.start_rule] += (TOP,)
         return [first]
 
-    def closure(self, chart: Sequence[ChartSet], seeds: list[Item], k: int) -> ChartSet:
+    def closure(self, chart: Chart, seeds: list[Item], k: int) -> ChartSet:
         """The set at position ``k`` from its scanned ``seeds`` (predictions, completions)."""
         items: set[Item] = set()
         waiting: dict[int, list[Item]] = {}
@@ -96,7 +105,7 @@ class EarleyParser:
                     work.extend(w for w in chart[j].waiting.get(r, ()) if w is not TOP)
         return ChartSet(frozenset(items), {r: tuple(w) for r, w in waiting.items()})
 
-    def scan_byte(self, chart: Sequence[ChartSet], b: int) -> ChartSet | None:
+    def scan_byte(self, chart: Chart, b: int) -> ChartSet | None:
         """The next set after byte ``b``, or None if no item can read it."""
         c = self.cls[b]
         nxt = self.byte_next
@@ -182,7 +191,7 @@ class EarleyParser:
                     stack.append((w[1], node_rule[w[0]], False))
         return chart[j].conts[r]
 
-    def _conts_of(self, s: ChartSet) -> dict[int, int | None]:
+    def _conts_of(self, s: ChartSet) -> dict[int, int]:
         """The continuations cached on ``s``, first forgotten (with its key) when they are of
         an older generation."""
         if s.gen != self.generation:

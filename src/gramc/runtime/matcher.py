@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import operator
 from collections import deque
-from typing import Any, Iterable
+from typing import Any, Iterable, TypeVar
 
 import numpy as np
 
@@ -21,6 +21,9 @@ from gramc.formats.limits import DEFAULT_READ_LIMITS
 
 #: The widest mask a matcher gives: the largest vocabulary an artifact may be bound to.
 MAX_MASK_SIZE = DEFAULT_READ_LIMITS.max_vocab_size
+
+
+_M = TypeVar("_M", bound="Matcher")
 
 
 class Matcher:
@@ -228,8 +231,8 @@ class Matcher:
         m._fork_extra(self)
         return m
 
-    def _fork_extra(self, other: "Matcher") -> None:
-        """Copy subclass slots in :meth:`fork`."""
+    def _fork_extra(self: _M, other: _M) -> None:
+        """Copy subclass slots in :meth:`fork` (``other`` is of this matcher's class)."""
 
     def __repr__(self) -> str:
         flags = "ended" if self._ended else ("complete" if self.is_complete() else "open")
@@ -282,7 +285,7 @@ class DFAMatcher(Matcher):
         self._views = {np.dtype(t).char: self._table.row_views(t) for t in (np.int32, np.uint32)}
         super().__init__(artifact, max_rollback)
 
-    def _fork_extra(self, other: "Matcher") -> None:
+    def _fork_extra(self, other: DFAMatcher) -> None:
         self._table, self._views = other._table, other._views
 
     def fill_bitmask(self, out: np.ndarray) -> None:

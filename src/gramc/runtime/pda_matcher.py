@@ -19,7 +19,7 @@ class PDAMatcher(Matcher):
         self._parser = self._tokens.parser
         super().__init__(artifact, max_rollback)
 
-    def _fork_extra(self, other: "Matcher") -> None:
+    def _fork_extra(self, other: PDAMatcher) -> None:
         self._tokens, self._parser = other._tokens, other._parser
 
     def _start(self) -> list:

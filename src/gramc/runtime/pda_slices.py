@@ -108,7 +108,7 @@ class NodeSlices:
         self._exit[DEAD] = False
         self._byte_class = table.byte_class.astype(np.int64)
         self._n_words = n_words(trie.vocab_size)
-        self._reads = self._succ.any(axis=1).tolist()
+        self._reads: list[bool] = np.any(self._succ, axis=1).tolist()
         # Per first byte: the sorted positions of the tokens starting with it, and how many.
         starts = trie.blob[trie.offsets].astype(np.int64)
         self._first_lo = np.searchsorted(starts, np.arange(256), side="left").astype(np.int64)
@@ -123,11 +123,12 @@ class NodeSlices:
         """Bound the kept slices by ``limits`` (this table's start empty)."""
         self._by_node = LRUCache(limits.node_slices)  # Slice, or None: not sliced
         self._by_local = LRUCache(limits.node_slices)  # this table's loop shapes, by byte class
-        self._by_shape = _SHAPES.get(self.trie)
-        if self._by_shape is None:
-            self._by_shape = _SHAPES[self.trie] = LRUCache(limits.shared_slice_shapes)
+        shapes = _SHAPES.get(self.trie)
+        if shapes is None:
+            shapes = _SHAPES[self.trie] = LRUCache(limits.shared_slice_shapes)
         else:
-            self._by_shape.resize(limits.shared_slice_shapes)
+            shapes.resize(limits.shared_slice_shapes)
+        self._by_shape = shapes
 
     def cache_stats(self) -> dict[str, dict[str, int]]:
         return {"node_slices": self._by_node.stats(), "shared_slice_shapes": self._by_shape.stats()}

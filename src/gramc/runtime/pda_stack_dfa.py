@@ -19,6 +19,8 @@ parser instead.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from gramc.automata.pda_table import PDATable
@@ -27,6 +29,10 @@ from gramc.limits import DEFAULT_RUNTIME_LIMITS, RuntimeLimits
 from gramc.runtime.earley import TOP, EarleyParser
 from gramc.runtime.vocab_bytes import token_layout
 from gramc.vocab import Vocab
+
+if TYPE_CHECKING:  # both need numba: imported at run time on the first walk
+    from gramc.runtime.pda_counted import CountedItems
+    from gramc.runtime.pda_slices import NodeSlices
 
 #: Configurations in one state before giving up on it (the caller falls back to Earley).
 MAX_CONFIGS = 100_000
@@ -68,8 +74,8 @@ class StackDFA:
         self._reads_bits: dict[int, int] = {}
         self._rows: dict[int, np.ndarray] = {}  # a new state's first row, by the classes read
         self._table = table
-        self._slices = None
-        self._counted = None
+        self._slices: NodeSlices | None = None
+        self._counted: CountedItems | None = None
         self._reset()
 
     def set_limits(self, limits: RuntimeLimits) -> None:

@@ -13,7 +13,7 @@ sharing a prefix share the work. Every cache is bounded by the table's
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
@@ -26,6 +26,9 @@ from gramc.runtime.cache import LRUCache
 from gramc.runtime.earley import ChartSet, EarleyParser
 from gramc.runtime.pda_stack_dfa import StackDFA, TooLarge
 from gramc.vocab import Vocab
+
+if TYPE_CHECKING:
+    from gramc.runtime.pda_horizon import Horizon  # numba: imported at run time on the first walk
 
 #: Uncertain tokens above which a configuration's stored node rows give way to the walk.
 MAX_STORED_UNCERTAIN = 256
@@ -101,7 +104,7 @@ class PDATokenTable:
         self._expansion: LazyExpansion | None = None
         self._by_bytes: dict[bytes, int] | None = None
         self._stack: StackDFA | None = None
-        self._horizon = None  # a Horizon, made on the first walk
+        self._horizon: Horizon | None = None  # made on the first walk
         self._special_ids = np.array(sorted(self.special), dtype=np.int64)
         # A left-recursive grammar would grow continuations without end on the stack DFA.
         self._stack_usable = not table.left_recursive()
@@ -162,11 +165,13 @@ class PDATokenTable:
 
     def node_row(self, node: int) -> tuple[np.ndarray, np.ndarray]:
         """(accepted bitmask row, uncertain ids) of ``node``, binding it first if not stored."""
-        if self._has_row[node]:
+        if self.stored is not None and self._has_row[node]:
             return _row(self.stored, node - 1)
         if self._acc[node] is None:
             self._bind_many([node])
-        return self._acc[node], self._unc[node]
+        acc, unc = self._acc[node], self._unc[node]
+        assert acc is not None and unc is not None  # bound just now (the newest row stays)
+        return acc, unc
 
     def _bind_many(self, nodes) -> None:
         """Bind the unbound ones of ``nodes`` in batches: one trie walk for many nodes costs
@@ -191,6 +196,7 @@ class PDATokenTable:
             self._bind_batch(batch, x)
 
     def _bind_batch(self, nodes: list[int], x) -> None:
+        assert self._bound_nodes is not None  # rows are bound at run time: not all are stored
         bound = bind_nodes(self.table, self.trie, np.array(nodes), min(self._depth, LAZY_DEPTH), x)
         for row, n in enumerate(nodes):
             # Copied out of the batch's arrays (a view would keep the whole batch alive after
@@ -428,7 +434,9 @@ class PDATokenTable:
             members = np.flatnonzero(np.isin(cls, list(classes)))
             if len(members) != 1:
                 break
-            ext.append(parser.scan_byte(view, int(members[0])))
+            s = parser.scan_byte(view, int(members[0]))
+            assert s is not None  # the byte's class is live in the last set
+            ext.append(s)
             out.append(int(members[0]))
         return bytes(out)
 

@@ -16,6 +16,8 @@ the token's own bytes.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from gramc.automata.bind import TokenRows, bind_state, forced_lengths
@@ -25,6 +27,9 @@ from gramc.automata.trie import TokenTrie
 from gramc.bitmask import csr_subset, distinct_rows, n_words, pack_rows, set_bits, unpack_row
 from gramc.limits import DEFAULT_RUNTIME_LIMITS, RuntimeLimits
 from gramc.runtime.cache import LRUCache
+
+if TYPE_CHECKING:
+    from gramc.runtime.pda_slices import NodeSlices  # numba: imported at run time on first use
 
 #: A DFA's loops, for sharing node slices, are made of the transitions on cycles of at most
 #: this many bytes: a string body's (an escaped surrogate pair is 12), not the document's.
@@ -48,7 +53,7 @@ class TokenTable:
         self._row_of = np.zeros(0, dtype=np.int64)  # eager: each state's row in _words
         self._views: dict[str, list[np.ndarray]] = {}
         self._trie: TokenTrie | None = None
-        self._slices = None  # lazy: the DFA's node slices, made on the first mask
+        self._slices: NodeSlices | None = None  # lazy: the DFA's node slices, made on the first mask
         self._exit_walk: tuple[np.ndarray, np.ndarray] | None = None  # (delta, marks) for walk_rows
         self._forced_len: np.ndarray | None = None
         self.set_limits(limits)
@@ -128,7 +133,7 @@ class TokenTable:
         return indptr + added, ids
 
     def _bind(self, q: int) -> None:
-        if self._trie is None:
+        if self._trie is None or self._forced_len is None:
             raise AssertionError("eager token tables are fully bound")
         from gramc.automata.walk import shared_buffers  # numba: imported on the first bind
 
@@ -152,7 +157,9 @@ class TokenTable:
         """Allowed token ids of state ``q`` (ascending, without EOS) and their next states."""
         if self._ids[q] is None:
             self._bind(q)
-        return self._ids[q], self._next[q]
+        ids, nxt = self._ids[q], self._next[q]
+        assert ids is not None and nxt is not None  # bound just now (the newest row stays)
+        return ids, nxt
 
     def row_views(self, dtype: np.dtype) -> list[np.ndarray] | None:
         """Per-state bitmask rows viewed as ``dtype`` (int32 or uint32), or None when lazy.
@@ -184,6 +191,7 @@ class TokenTable:
         from gramc.runtime.pda_slices import NodeSlices  # numba: imported on first use
 
         if self._slices is None:
+            assert self._trie is not None  # a table without packed rows is lazy
             as_pda = _without_calls(self.dfa)
             self._slices = NodeSlices(as_pda, self._trie, short_loops=SHORT_LOOP_BYTES, limits=self.limits)
             self._exit_walk = (as_pda.delta, np.zeros(len(as_pda.delta), dtype=np.bool_))  # (table, no marks)
@@ -191,6 +199,7 @@ class TokenTable:
         found = self._slices.slice_for(q) if self._slices.reads(q) else None
         words = np.zeros(self.n_words, dtype=np.uint32) if found is None else found.words.copy()
         if found is not None and len(found.exits):
+            assert self._exit_walk is not None  # made with the slices
             self._slices.walk_rows(*self._exit_walk, found.exits, into=words)
         set_bits(words, dfa.token_ids[dfa.delta[q, dfa.n_byte_classes :] != DEAD])
         if dfa.accept[q]:
@@ -228,6 +237,7 @@ class TokenTable:
     def _step(self, q: int, token: int) -> int:
         """The state after ``token`` from ``q``, by its own bytes (DEAD where the mask says
         no: a token of no bytes, or a special token without a column)."""
+        assert self._trie is not None  # called for lazy tables only
         data = self._trie.token_bytes(token)
         if data is None:
             return self.dfa.step_token(q, token)

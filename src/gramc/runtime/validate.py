@@ -43,7 +43,8 @@ def check_arrays(arrays: dict, spec: ArraySpec) -> None:
     """Every array of ``spec`` present, with its dtype and number of dimensions."""
     for name, (dtype, ndim) in spec.items():
         arr = arrays.get(name)
-        require(arr is not None, f"missing array {name!r}")
+        if arr is None:
+            fail(f"missing array {name!r}")
         require(arr.dtype == dtype and arr.ndim == ndim,
                 f"array {name!r}: expected {np.dtype(dtype).name} with {ndim} dimension(s), "
                 f"got {arr.dtype.name} with shape {list(arr.shape)}")

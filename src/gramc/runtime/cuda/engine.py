@@ -90,7 +90,8 @@ class DeviceEngine:
         self._width = 0
         self._host_masks: np.ndarray | None = None  # pinned [capacity, W]: PDA masks
         self._dev_masks: Any = None
-        self._last_n = 0
+        self._last_n = 0  # rows of the last commit (none yet)
+        self._pda_ok: tuple[np.ndarray, np.ndarray] | None = None  # its PDA rows' (positions, flags)
 
     # ------------------------------------------------------------ setup
 
@@ -165,6 +166,7 @@ class DeviceEngine:
 
     def _upload_pda_masks(self, plan: RowMaps, host: HostSide) -> int:
         """CPU masks of the PDA rows, packed and uploaded with one copy; their device address."""
+        assert self._host_masks is not None  # set_width runs when the first artifact is added
         masks = self._host_masks[: len(plan.pda_pos)]
         host.fill_pda(plan, masks)
         self.backend.copy_to_device(self._dev_masks, masks)
