@@ -18,11 +18,14 @@ through llama.cpp itself) and is re-exported here. Nothing here imports ``llama_
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from gramc.vocab.llama_cpp import vocab_from_llama_cpp
+
+if TYPE_CHECKING:
+    from gramc.runtime.matcher import Matcher
 
 __all__ = ["GramcLlamaLogitsProcessor", "vocab_from_llama_cpp"]
 
@@ -55,12 +58,12 @@ class GramcLlamaLogitsProcessor:
     def reset(self) -> None:
         """Forget the current generation."""
         self._prompt: np.ndarray | None = None
-        self._matcher = None
+        self._matcher: Matcher | None = None
         self._done = 0
         self._dead = False
 
     @property
-    def matcher(self):
+    def matcher(self) -> Matcher | None:
         """The matcher of the current generation (None before the first call)."""
         return self._matcher
 
@@ -72,17 +75,19 @@ class GramcLlamaLogitsProcessor:
             self.reset()
             self._prompt = p = ids.copy()
             self._matcher = self.artifact.matcher(max_rollback=0)
+        matcher = self._matcher
+        assert matcher is not None  # made with the prompt
         new = ids[len(p) + self._done:]
         if len(new) and not self._dead:
-            took = self._matcher.commit_tokens(new.tolist())
+            took = matcher.commit_tokens(new.tolist())
             self._dead = took < len(new)
         self._done += len(new)
         width = scores.shape[-1]
-        if self._dead or self._matcher.is_finished():
+        if self._dead or matcher.is_finished():
             allowed = np.zeros(width, dtype=bool)
             allowed[self._eos[self._eos < width]] = True
         else:
-            allowed = self._matcher.logits_mask(width)
+            allowed = matcher.logits_mask(width)
         out = np.where(allowed, scores, np.float32(-np.inf)).astype(scores.dtype, copy=False)
         self.calls += 1
         self.seconds += time.perf_counter() - t0

@@ -76,7 +76,7 @@ class _GramcLogitsProcessor:
     """
 
     def __init__(self, grammar: Any | Sequence[Any], *, eos_fallback: bool = True):
-        self.artifacts = list(grammar) if isinstance(grammar, (list, tuple)) else [grammar]
+        self.artifacts: list[Any] = list(grammar) if isinstance(grammar, (list, tuple)) else [grammar]
         if not self.artifacts:
             raise ValueError("no artifact given")
         for a in self.artifacts:

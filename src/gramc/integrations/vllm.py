@@ -217,6 +217,7 @@ class GramcProcessorCore:
         for r in rows:
             slot = self.slots[r]
             out = slot.output
+            assert out is not None  # a V1 slot holds vLLM's list of its output tokens
             n = len(out)
             while n > slot.done and out[n - 1] < 0:  # async-scheduling placeholders
                 n -= 1
