@@ -110,7 +110,7 @@ def _load_vocab(spec: str, eos: tuple[str, ...]):
                    "repeat for several.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Output .gmask (default: SRC with .gmask).")
 @click.option("--format", "fmt", default="auto", show_default=True,
-              help="Source format: auto (from the file extension), regex, gbnf, ebnf, lark or json_schema.")
+              help="Source format: auto (from the file extension), regex, gbnf, ebnf, lark, json_schema or structural_tag.")
 @click.option("--regex-dialect", type=click.Choice(["unicode", "bytes"]), default="unicode", show_default=True,
               help="How regex classes and '.' match: code points (ECMA-262) or raw bytes.")
 @click.option("--whitespace", type=click.Choice(["flexible", "compact"]), default="flexible", show_default=True,
