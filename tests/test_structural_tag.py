@@ -15,6 +15,7 @@ import json
 import random
 import re
 from functools import lru_cache
+from pathlib import Path
 
 import jsonschema
 import numpy as np
@@ -461,3 +462,24 @@ def test_generated_tool_calls_validate():
             jsonschema.validate(json.loads(args), TOOLS[name])
             calls += 1
     assert calls > 0 and finished > 0
+
+
+def test_example_file_compiles_from_the_command_line(tmp_path):
+    """examples/tool_call.stag.json: `gramc compile` picks the format from the suffix, and
+    `gramc check` agrees with the reference on a call, free text and a wrong argument."""
+    from click.testing import CliRunner
+
+    from gramc.cli.main import main
+
+    example = Path(__file__).resolve().parents[1] / "examples" / "tool_call.stag.json"
+    out = tmp_path / "tool_call.gmask"
+    res = CliRunner().invoke(main, ["compile", str(example), "--vocab", "none", "-o", str(out)])
+    assert res.exit_code == 0, res.output
+    ref = Reference(json.loads(example.read_text()))
+    for text in ['Sure. <tool_call>{"name": "get_weather", "arguments": {"city": "Paris"}}</tool_call>',
+                 'No call needed.', '<tool_call>{"name": "get_time", "arguments": {"city": "Paris"}}</tool_call>',
+                 '<tool_call>{"name": "get_weather", "arguments": {"city": "Oslo", "unit": "kelvin"}}</tool_call>']:
+        data = tmp_path / "text.txt"
+        data.write_text(text)
+        res = CliRunner().invoke(main, ["check", str(out), str(data)])
+        assert (res.exit_code == 0) == ref.accepts(text), text
