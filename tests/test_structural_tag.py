@@ -483,3 +483,58 @@ def test_example_file_compiles_from_the_command_line(tmp_path):
         data.write_text(text)
         res = CliRunner().invoke(main, ["check", str(out), str(data)])
         assert (res.exit_code == 0) == ref.accepts(text), text
+
+
+def test_token_delimiters_are_special_tokens():
+    """A ``token`` begin or end is matched by id, never by its bytes; a name is resolved
+    against the vocabulary's special tokens."""
+    from gramc.compiler.frontends.structural_tag import parse_structural_tag
+    from gramc.compiler.ir import Token, TokenName, walk
+
+    doc = st(tag({"type": "token", "token": 7}, C("x"), {"type": "token", "token": "<|endoftext|>"}))
+    leaves = set(walk(parse_structural_tag(json.dumps(doc)).rules["root"]))
+    assert Token(7) in leaves and TokenName("<|endoftext|>") in leaves
+    gpt2 = gramc.load_vocab("gpt2")
+    m = gramc.compile(json.dumps(doc), format="structural_tag", vocab=gpt2).matcher()
+    assert m.allowed_tokens().tolist() == [7]
+    assert m.commit_token(7) and m.commit_token(gpt2.tokens.index(b"x"))
+    assert m.allowed_tokens().tolist() == [50256]
+
+
+WEATHER = {"type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer"}},
+           "required": ["city"]}
+FAMILIES = {
+    "llama3_json": st({"type": "triggered_tags", "triggers": ['{"name": '], "tags": [
+        tag('{"name": "get_weather", "parameters": ', {"type": "json_schema", "json_schema": WEATHER}, "}")]}),
+    "hermes_qwen": st({"type": "triggered_tags", "triggers": ["<tool_call>"], "tags": [
+        tag('<tool_call>\n{"name": "get_weather", "arguments": ', {"type": "json_schema", "json_schema": WEATHER},
+            "}\n</tool_call>")]}),
+    "function_tag": st({"type": "triggered_tags", "triggers": ["<function="], "stop_after_first": True, "tags": [
+        tag("<function=get_weather>", {"type": "json_schema", "json_schema": WEATHER}, "</function>")]}),
+}
+PIECES = {
+    "llama3_json": ['{"name": ', '"get_weather", "parameters": ', '{"city": "Rome"}', '{"days": 2}', "}", "Hi ",
+                    '{"city": "x", "days": 1}', "{", '"', " "],
+    "hermes_qwen": ["<tool_call>", '\n{"name": "get_weather", "arguments": ', '{"city": "Rome"}', "}\n</tool_call>",
+                    "ok ", "<tool", "{}", "\n", '{"city":"a","days":-3}'],
+    "function_tag": ["<function=", "get_weather>", '{"city": "Rome"}', "</function>", "text ", "<func", '{"x": 1}',
+                     "<function=get_weather>"],
+}
+
+
+@pytest.mark.skipif(xgrammar is None, reason="xgrammar is not installed (pip install 'gramc[bench]')")
+@pytest.mark.parametrize("family", FAMILIES)
+def test_tool_call_tags_agree_with_xgrammar(family):
+    """Tool-call tags of three model families: gramc and XGrammar accept the same strings
+    among random concatenations of the tags' pieces (calls, broken calls, free text)."""
+    doc = FAMILIES[family]
+    grammar = xgrammar.Grammar.from_structural_tag(json.dumps(doc))
+    rng = random.Random(family)
+    texts = {"".join(rng.choice(PIECES[family]) for _ in range(rng.randint(0, 6))) for _ in range(600)}
+    verdicts = set()
+    for s in sorted(texts):
+        mine = accepted(json.dumps(doc), s)
+        assert mine == xgrammar.testing._is_grammar_accept_string(grammar, s), s
+        assert mine == Reference(doc).accepts(s), s
+        verdicts.add(mine)
+    assert verdicts == {True, False}
