@@ -110,7 +110,7 @@ def _load_vocab(spec: str, eos: tuple[str, ...]):
                    "repeat for several.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Output .gmask (default: SRC with .gmask).")
 @click.option("--format", "fmt", default="auto", show_default=True,
-              help="Source format: auto (from the file extension), regex, gbnf, ebnf, lark or json_schema.")
+              help="Source format: auto (from the file extension), regex, gbnf, ebnf, lark, json_schema or structural_tag.")
 @click.option("--regex-dialect", type=click.Choice(["unicode", "bytes"]), default="unicode", show_default=True,
               help="How regex classes and '.' match: code points (ECMA-262) or raw bytes.")
 @click.option("--whitespace", type=click.Choice(["flexible", "compact"]), default="flexible", show_default=True,
@@ -147,7 +147,7 @@ def compile_cmd(src: str, vocab_spec: str, eos: tuple[str, ...], output: str | N
                 whitespace: str, max_whitespace: int | None, additional_properties_default: str, strict: bool,
                 max_depth: int | None, property_order: str, any_order_max_properties: int, lazy: bool,
                 stats: bool, max_memory: int | None, timeout: float | None, limit_pairs: tuple[str, ...]) -> None:
-    """Compile SRC (a regex, grammar or JSON Schema file, or - for stdin) into a .gmask artifact."""
+    """Compile SRC (a regex, grammar, JSON Schema or structural tag file, or - for stdin) into a .gmask artifact."""
     from gramc.api import compile as compile_artifact
     from gramc.cli.sources import detect_format, read_pattern_file
     from gramc.cli.stats import StageTimer, format_stats, peak_rss_bytes

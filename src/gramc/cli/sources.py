@@ -40,7 +40,9 @@ def detect_format(path: str, fmt: str) -> str:
         if fmt not in FRONTENDS:
             raise GramcError(f"unknown format {fmt!r} (available: {', '.join(sorted(FRONTENDS))})")
         return fmt
-    suffix = Path(path).suffix.lower()
+    name = Path(path).name.lower()
+    matches = [ext for ext in EXTENSIONS if name.endswith(ext)]
+    suffix = max(matches, key=len) if matches else Path(path).suffix.lower()
     if suffix not in EXTENSIONS:
         known = ", ".join(f"{ext} ({name})" for ext, name in sorted(EXTENSIONS.items()))
         raise GramcError(f"{path}: cannot tell the format from {suffix or 'no extension'!r}; "

@@ -4,9 +4,11 @@
 -> Grammar`` (``options`` is :meth:`CompileOptions.to_meta`, ``source_name`` is used in errors,
 ``limits`` is the caller's :class:`~gramc.limits.Limits`: ``max_repeat`` and ``max_nesting``
 are enforced by every frontend);
-:data:`EXTENSIONS` maps file extensions to format names for ``--format auto``.
+:data:`EXTENSIONS` maps file extensions to format names for ``--format auto`` (the longest
+that ends the file name wins: ``.stag.json`` before ``.json``).
 
-The lark and json_schema frontends need third-party packages that only the ``compile`` extra
+The lark and json_schema frontends (and the structural_tag one for its embedded schemas and
+Lark grammars) need third-party packages that only the ``compile`` extra
 installs (the base install is the runtime); without them they raise a
 :class:`~gramc.errors.BackendUnavailableError` naming the extra before parsing anything.
 """
@@ -65,12 +67,19 @@ def _json_schema(source: str, options: dict, source_name: str, limits: Limits) -
     return compile_schema_text(source, options, source_name, limits)
 
 
+def _structural_tag(source: str, options: dict, source_name: str, limits: Limits) -> Grammar:
+    from gramc.compiler.frontends.structural_tag import parse_structural_tag
+
+    return parse_structural_tag(source, options, source_name, limits)
+
+
 FRONTENDS: dict[str, Callable[[str, dict, str, Limits], Grammar]] = {
     "regex": _regex,
     "gbnf": _gbnf,
     "ebnf": _ebnf,
     "lark": _lark,
     "json_schema": _json_schema,
+    "structural_tag": _structural_tag,
 }
 
 EXTENSIONS: dict[str, str] = {
@@ -81,4 +90,5 @@ EXTENSIONS: dict[str, str] = {
     ".ebnf": "ebnf",
     ".lark": "lark",
     ".json": "json_schema",
+    ".stag.json": "structural_tag",
 }
