@@ -139,6 +139,17 @@ def test_without_a_budget_masks_are_unchanged():
     assert not m.mask(budget=2).any() and m.mask().any()  # a word, ".", EOS: 3 at least
 
 
+def test_budget_rows_are_a_bounded_cache():
+    vocab = dfa_vocab([b"a", b"b", b"aab", b"ab"], eos=True)
+    art = gramc.compile("(a|b)*aab", vocab=vocab, runtime_limits=gramc.RuntimeLimits(budget_rows=1))
+    assert "budget_rows" not in art.cache_stats()
+    m = art.matcher()
+    cuts = [m.allowed_tokens(budget=n).tolist() for n in (2, 1, 2, 3)]
+    assert cuts == [[2], [], [2], [0, 1, 2, 3]]  # "b" then "aab" then EOS: 3
+    stats = art.cache_stats()["budget_rows"]
+    assert stats["entries"] == 1 and stats["evictions"] >= 2
+
+
 @pytest.mark.parametrize("bad, error", [(-1, ValueError), (2.0, TypeError), ("3", TypeError), (True, TypeError)])
 def test_bad_budgets_are_refused(bad, error):
     vocab = dfa_vocab([b"a", b"b"], eos=True)

@@ -82,6 +82,12 @@ def budget_of(table: Any) -> "DFABudget | PDABudget":
     return found
 
 
+def budget_stats(table: Any) -> dict[str, dict[str, int]]:
+    """The budget caches of ``table`` (none before its first budgeted mask)."""
+    found = _tables.get(table)
+    return {} if found is None else found._cuts.stats()
+
+
 class _Cuts:
     """Packed rows cut to a prefix of a sorted token order, by (state key, prefix length),
     in an LRU bounded by the table's ``RuntimeLimits.budget_rows`` (re-read when the table's
