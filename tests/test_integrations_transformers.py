@@ -257,3 +257,26 @@ def test_gramc_demo_command(tmp_path):
         assert lines and all("[matches;" in line or "cut at" in line for line in lines), result.output
         assert "unconstrained:" in result.output
     assert "allowed" in result.output and "model calls" in result.output
+
+
+@pytest.mark.parametrize("decoding", ["sample", "beam"])
+def test_max_new_tokens_makes_every_row_finish(decoding, gpt2_model, gpt2, compiled):
+    """With the processor told ``max_new_tokens``, every row ends with EOS inside it and
+    matches; without, the same sampled runs are cut (the model favours long words)."""
+    oracle = EarleyOracle(parse_gbnf(NESTED))
+    cut = 0
+    for seed in range(4):
+        for fmt, source, limit in (("regex", WORDS, 5), ("gbnf", NESTED, 6)):
+            for finish in (True, False):
+                torch.manual_seed(seed)
+                p = GramcLogitsProcessor(compiled(source, fmt), max_new_tokens=limit if finish else None)
+                rows = _run(gpt2_model, p, [[GPT2_EOS, 58]], [GPT2_EOS], max_new_tokens=limit, **DECODING[decoding])
+                for tokens, ended in rows:
+                    data = _spell(gpt2, tokens)
+                    done = ended and (re.fullmatch(WORDS, data.decode()) if fmt == "regex" else oracle.fullmatch(data))
+                    if finish:
+                        assert done, (fmt, seed, data)
+                    cut += not done
+    assert cut > 0
+    with pytest.raises(ValueError, match="max_new_tokens"):
+        GramcLogitsProcessor(compiled(WORDS), max_new_tokens=-1)

@@ -325,6 +325,27 @@ def test_v2_interface_call_sequence(seed, greedy):
         _check(req)
 
 
+@pytest.mark.parametrize("seed", range(3))
+def test_finish_cuts_masks_to_max_tokens(seed):
+    """``finish`` beside the grammar: every request ends with EOS within its max_tokens
+    (vLLM counts the EOS), its output complete; the same requests without it are cut."""
+    cut = {}
+    for finish in (True, False):
+        reqs = []
+        for i, (spec, limit) in enumerate([({"regex": WORDS}, 4), ({"gbnf": NESTED}, 5), ({"regex": DATE}, 7)] * 2):
+            extra = {"gramc": {**spec, "finish": True}} if finish and i % 2 else \
+                {**{f"gramc_{k}": v for k, v in spec.items()}, **({"gramc_finish": True} if finish else {})}
+            reqs.append(Request(i, SamplingParams(limit, extra), [1, 2, 3]))
+        run_v1(gv.GramcProcessorCore(object(), torch.device("cpu"), False), reqs, max_batch=3, seed=seed)
+        cut[finish] = sum(req.output[-1:] != [EOS] for req in reqs)
+        if finish:
+            for req in reqs:
+                assert gv.finish_limit(req.params) == req.params.max_tokens
+                assert req.output[-1:] == [EOS] and len(req.output) <= req.params.max_tokens, req.output
+                _check(req)
+    assert cut[True] == 0 and cut[False] > 0
+
+
 def test_v2_resumption_catches_up_from_all_token_ids():
     states = _states(max_reqs=1)
     p = gv.GramcProcessorCore(object(), states)
@@ -362,6 +383,12 @@ def test_validate_params():
     assert gv.grammar_spec(SamplingParams(extra_args={"gramc": {"json_schema": {"type": "integer"}}})) == \
         ("json_schema", json.dumps({"type": "integer"}))
     assert gv.grammar_spec(SamplingParams(extra_args={"gramc_gbnf": NESTED})) == ("gbnf", NESTED)
+    for extra in ({"gramc": {"regex": "a+", "finish": True}}, {"gramc_regex": "a+", "gramc_finish": True}):
+        assert gv.grammar_spec(SamplingParams(7, extra)) == ("regex", "a+")
+        assert gv.finish_limit(SamplingParams(7, extra)) == 7
+    assert gv.finish_limit(SamplingParams(7, {"gramc_regex": "a+"})) is None
+    with pytest.raises(ValueError):
+        gv.grammar_spec(SamplingParams(extra_args={"gramc": {"finish": True}}))  # no grammar
 
 
 def test_artifact_files_and_the_per_worker_cache(tmp_path):

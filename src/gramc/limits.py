@@ -117,6 +117,10 @@ class RuntimeLimits:
     counted_shapes: int = 32
     #: Lazily bound DFA states (their packed row, 16 KB, and token ids / next states).
     dfa_rows: int = 4096
+    #: Token-budget masks (``mask(budget=n)``): rows cut to the tokens that fit, by state or
+    #: configuration and cut (16 KB each), and as many per-state token orders (ids and
+    #: distances sorted, up to 12 bytes per allowed token).
+    budget_rows: int = 1024
     #: Bytes of dense next-state rows (int32 per token) a DFA table may build for commits.
     dense_row_bytes: int = 256 << 20
     #: Artifacts an integration keeps compiled by source (the vLLM processor), process-wide.

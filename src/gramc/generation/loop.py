@@ -99,6 +99,7 @@ def generate(
     stop: Iterable[str | bytes] | str | bytes = (),
     include_stop: bool = False,
     jump_forward: bool = True,
+    finish: bool = False,
     trace: Callable[[Step], None] | None = None,
 ) -> GenerationResult:
     """Generate one constrained sequence (or, with ``beam_size > 1``, the best of a beam search).
@@ -125,6 +126,12 @@ def generate(
         include_stop: keep the stop sequence (and what followed it in its token) in ``text``.
         jump_forward: when the grammar forces the next tokens, emit them without calling
             ``logits_fn`` (counted in ``forced_tokens``).
+        finish: mask every step with the tokens left as a budget (``Matcher.mask(budget=)``),
+            so the output is complete by ``max_tokens``: exactly for DFA artifacts, by a sound
+            bound for PDA artifacts. The budget is the tokens left plus one for the final
+            EOS where the vocabulary has one (``max_tokens`` does not count it). Where no
+            completion fits (the budget allows nothing the plain mask allows), that step is
+            masked as without ``finish``.
         trace: called with a :class:`Step` after every token (for debugging).
 
     End-of-sequence ids are allowed exactly where the grammar is complete; choosing one ends
@@ -140,7 +147,7 @@ def generate(
     token_bytes = resolve_token_bytes(matcher, vocab, required=bool(stops))
     rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
     run = _Run(matcher, logits_fn, list(prompt), token_bytes, stops, include_stop,
-               jump_forward, max_tokens, trace)
+               jump_forward, max_tokens, trace, finish)
     if beam_size > 1:
         return run.beam_search(beam_size, length_penalty)
     return run.sample(Sampler(temperature, top_k, top_p), rng)
@@ -226,7 +233,7 @@ def _bytes(token_bytes, t: int) -> bytes:
 
 class _Run:
     def __init__(self, matcher, logits_fn, prompt, token_bytes, stops, include_stop,
-                 jump_forward, max_tokens, trace):
+                 jump_forward, max_tokens, trace, finish=False):
         self.m0 = matcher
         self.logits_fn = logits_fn
         self.prompt = prompt
@@ -237,6 +244,7 @@ class _Run:
         self.max_tokens = max_tokens
         self.trace = trace
         self.eos = frozenset(matcher._eos)
+        self.finish = finish
         self.calls = 0
 
     # ------------------------------------------------------------ shared steps
@@ -257,6 +265,28 @@ class _Run:
                 return True
         return False
 
+    def _budget(self, h: _Hyp) -> int | None:
+        """With ``finish``: the tokens ``h`` may still commit, its final EOS included."""
+        if not self.finish:
+            return None
+        return self.max_tokens - len(h.tokens) + (1 if self.eos else 0)
+
+    def _mask(self, h: _Hyp, width: int) -> np.ndarray:
+        """``h``'s mask for logits of ``width``: cut to its budget with ``finish``, unless
+        that leaves nothing the plain mask allows (no completion fits: see generate)."""
+        budget = self._budget(h)
+        if budget is not None:
+            cut = h.m.logits_mask(width, budget=budget)
+            if cut.any() or not h.m.logits_mask(width).any():
+                return cut
+        return h.m.logits_mask(width)
+
+    def _fits(self, h: _Hyp, token: int) -> bool:
+        """May ``h`` take the forced ``token`` within its budget (always without ``finish``)?
+        The forced string's greedy tokens may be more than the fewest."""
+        budget = self._budget(h)
+        return budget is None or bool(self._mask(h, h.m.vocab_size)[token])
+
     def _advance_forced(self, h: _Hyp, beam: int = 0) -> bool:
         """Jump-forward: emit the forced tokens, and end ``h`` when only EOS may follow.
 
@@ -266,6 +296,8 @@ class _Run:
             return False
         forced = h.m.forced_tokens()
         for t in forced[: self.max_tokens - len(h.tokens)]:
+            if not self._fits(h, t):
+                break
             h.forced += 1
             if self._append(h, t, True, 0, beam):
                 return True
@@ -286,7 +318,7 @@ class _Run:
         h.calls += 1
         self.calls += 1
         row = as_row(self.logits_fn(self.prompt + h.tokens))
-        return candidates(row, h.m.logits_mask(row.shape[0]))
+        return candidates(row, self._mask(h, row.shape[0]))
 
     def _result(self, h: _Hyp, score: float | None = None) -> GenerationResult:
         data = bytes(h.data)

@@ -65,6 +65,11 @@ class _GramcLogitsProcessor:
         eos_fallback: a row that can no longer follow the grammar (it already emitted EOS and
             is being padded, or a token the grammar refuses was forced into it) is left only
             the end-of-sequence ids, so sampling never sees a row of all ``-inf``.
+        max_new_tokens: the ``max_new_tokens`` given to ``generate`` (a logits processor is
+            not told it): each step's mask is cut to the tokens left
+            (``Matcher.mask(budget=)``, EOS counted as ``generate`` counts it), so the output
+            is complete when the limit is reached. Where no completion fits, the step is
+            masked as without it.
 
     The first call of a ``generate`` run fixes the prompt length; a call whose prompt part
     differs from the last run's (a new ``generate`` call) starts over, so one processor can be
@@ -75,7 +80,8 @@ class _GramcLogitsProcessor:
         seconds: total time spent inside it (mask building and applying), for profiling.
     """
 
-    def __init__(self, grammar: Any | Sequence[Any], *, eos_fallback: bool = True):
+    def __init__(self, grammar: Any | Sequence[Any], *, eos_fallback: bool = True,
+                 max_new_tokens: int | None = None):
         self.artifacts: list[Any] = list(grammar) if isinstance(grammar, (list, tuple)) else [grammar]
         if not self.artifacts:
             raise ValueError("no artifact given")
@@ -83,6 +89,10 @@ class _GramcLogitsProcessor:
             if getattr(a, "vocab", None) is None:
                 raise ValueError("the artifact is not bound to a vocabulary (compile with vocab=)")
         self.eos_fallback = eos_fallback
+        if max_new_tokens is not None and (isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int)
+                                           or max_new_tokens < 0):
+            raise ValueError(f"max_new_tokens must be an int >= 0, got {max_new_tokens!r}")
+        self.max_new_tokens = max_new_tokens
         self._eos = [np.asarray(a.vocab.eos_ids, dtype=np.int64) for a in self.artifacts]
         self.calls = 0
         self.seconds = 0.0
@@ -92,6 +102,7 @@ class _GramcLogitsProcessor:
         """Forget the current generation (the next call starts a new one)."""
         self._prompt: Any = None  # the prompt block of the current generation (a torch tensor)
         self._states: dict[tuple, Any] = {}
+        self._budget: int | None = None  # the tokens left at this step (with max_new_tokens)
 
     # ------------------------------------------------------------ the call
 
@@ -132,6 +143,10 @@ class _GramcLogitsProcessor:
     def _allowed(self, item: int, m: Any, width: int) -> np.ndarray:
         """A row's allowed ids: a bool mask of ``width``, or an id array (the EOS fallback)."""
         if m is not _DEAD and not m.is_finished():
+            if self._budget is not None:
+                cut = m.logits_mask(width, budget=self._budget)
+                if cut.any():
+                    return cut
             return m.logits_mask(width)
         if not self.eos_fallback:
             return np.zeros(0, dtype=np.int64)
@@ -149,6 +164,8 @@ class _GramcLogitsProcessor:
             self.reset()
             self._prompt = ids.clone()
         generated = ids[:, self._prompt.shape[1]:].tolist()
+        if self.max_new_tokens is not None:
+            self._budget = max(self.max_new_tokens - (length - self._prompt.shape[1]), 0)
         per_item = max(1, n_rows // len(self.artifacts))
         keys = [(min(r // per_item, len(self.artifacts) - 1), tuple(t)) for r, t in enumerate(generated)]
         # A parent state needed by one new key only is advanced in place instead of forked.

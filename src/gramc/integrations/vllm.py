@@ -20,6 +20,12 @@ keeps the ``RuntimeLimits.compiled_grammars`` most recently used grammars (of
 ``GramcProcessorCore.runtime_limits``, which also bounds each artifact's caches); a request
 for an evicted one compiles it again.
 
+``"finish": true`` beside the grammar (flat: ``extra_args["gramc_finish"] = true``) cuts each
+step's mask to the request's ``max_tokens`` minus the tokens generated
+(``Matcher.mask(budget=)``; vLLM counts the EOS token in ``max_tokens``, as the budget does),
+so the output is complete when the limit is reached; a request without ``max_tokens`` is
+masked as without it, and so is a step where no completion fits.
+
 One class serves both of vLLM's processor interfaces (checked against vLLM 0.33.0's source):
 
 * Model Runner V2 (the default): ``__init__(vllm_config, req_states)``,
@@ -53,6 +59,8 @@ __all__ = ["GramcLogitsProcessor", "GramcProcessorCore", "processor_class", "FOR
 #: Keys accepted in ``extra_args["gramc"]`` besides ``"artifact"``.
 FORMATS = ("regex", "gbnf", "ebnf", "lark", "json_schema")
 EXTRA_ARGS_KEY = "gramc"
+#: The option beside the grammar that cuts masks to the request's ``max_tokens``.
+FINISH_KEY = "finish"
 
 
 def grammar_spec(params: Any) -> tuple[str, str] | None:
@@ -69,7 +77,10 @@ def grammar_spec(params: Any) -> tuple[str, str] | None:
     kinds = ("artifact",) + FORMATS
     flat = {k[len(EXTRA_ARGS_KEY) + 1:]: v for k, v in extra.items()
             if isinstance(k, str) and k.startswith(EXTRA_ARGS_KEY + "_")}
+    flat.pop(FINISH_KEY, None)
     spec = extra.get(EXTRA_ARGS_KEY)
+    if isinstance(spec, dict):
+        spec = {k: v for k, v in spec.items() if k != FINISH_KEY}
     if spec is None and not flat:
         return None
     if spec is not None and flat:
@@ -91,13 +102,26 @@ def grammar_spec(params: Any) -> tuple[str, str] | None:
     return kind, value
 
 
+def finish_limit(params: Any) -> int | None:
+    """The request's ``max_tokens`` where it asks for ``finish`` (module doc), else None."""
+    extra = getattr(params, "extra_args", None) or {}
+    spec = extra.get(EXTRA_ARGS_KEY)
+    on = spec.get(FINISH_KEY) if isinstance(spec, dict) else extra.get(f"{EXTRA_ARGS_KEY}_{FINISH_KEY}")
+    if on in (None, False, 0, "false", "False", "0"):
+        return None
+    limit = getattr(params, "max_tokens", None)
+    return None if limit is None else int(limit)
+
+
 class _Slot:
-    """One request's matcher and how many of its output tokens it has seen."""
+    """One request's matcher, how many of its output tokens it has seen, and its
+    ``max_tokens`` when masks are cut to it (``finish``)."""
 
-    __slots__ = ("matcher", "eos", "done", "dead", "output")
+    __slots__ = ("matcher", "eos", "done", "dead", "output", "limit")
 
-    def __init__(self, matcher: Any, eos: np.ndarray, output: list[int] | None = None):
-        self.matcher, self.eos, self.output = matcher, eos, output
+    def __init__(self, matcher: Any, eos: np.ndarray, output: list[int] | None = None,
+                 limit: int | None = None):
+        self.matcher, self.eos, self.output, self.limit = matcher, eos, output, limit
         self.done = 0
         self.dead = False
 
@@ -112,6 +136,10 @@ class _Slot:
             out = np.zeros(width, dtype=bool)
             out[self.eos[self.eos < width]] = True
             return out
+        if self.limit is not None:
+            cut = self.matcher.logits_mask(width, budget=max(self.limit - self.done, 0))
+            if cut.any():
+                return cut
         return self.matcher.logits_mask(width)
 
 
@@ -186,7 +214,8 @@ class GramcProcessorCore:
         if spec is None:
             return None
         art = self.artifact(*spec)
-        return _Slot(art.matcher(max_rollback=0), np.asarray(art.vocab.eos_ids, dtype=np.int64), output)
+        return _Slot(art.matcher(max_rollback=0), np.asarray(art.vocab.eos_ids, dtype=np.int64), output,
+                     finish_limit(params))
 
     # ------------------------------------------------------------ V1 interface
 

@@ -110,8 +110,11 @@ class Artifact(ABC):
 
     def cache_stats(self) -> dict[str, dict[str, int]]:
         """What the token table caches now: per cache, its entries, its bound (see
-        :class:`~gramc.limits.RuntimeLimits`) and its evictions (or fresh starts) so far."""
-        return self.token_table.cache_stats()
+        :class:`~gramc.limits.RuntimeLimits`) and its evictions (or fresh starts) so far;
+        the token-budget caches once a budget was asked for."""
+        from gramc.runtime.budget import budget_stats
+
+        return {**self.token_table.cache_stats(), **budget_stats(self.token_table)}
 
     @property
     def is_bound(self) -> bool:

@@ -18,6 +18,7 @@ from gramc.automata.tables import DEAD
 from gramc.errors import GramcError
 from gramc.bitmask import n_words, unpack_row
 from gramc.formats.limits import DEFAULT_READ_LIMITS
+from gramc.runtime.budget import INF, budget_of, check_budget
 
 #: The widest mask a matcher gives: the largest vocabulary an artifact may be bound to.
 MAX_MASK_SIZE = DEFAULT_READ_LIMITS.max_vocab_size
@@ -33,9 +34,15 @@ class Matcher:
     End-of-sequence tokens are allowed exactly when the output so far is complete; committing
     one ends the matcher.
 
+    A *budget* (``mask(budget=n)``, ``fill_bitmask(out, budget=n)``) is the number of tokens
+    that may still be committed, end-of-sequence included: only tokens after which the output
+    can still be completed within ``n - 1`` more are allowed (exactly for DFA artifacts; by a
+    sound bound for PDA artifacts, see :mod:`gramc.runtime.budget`).
+
     Subclasses provide the parse-state primitives: ``_start()``, ``_words(state)``,
-    ``_step_token(state, t)``, ``_step_bytes(state, data)``, ``_complete(state)`` and
-    ``_forced(state)``; states are immutable values.
+    ``_step_token(state, t)``, ``_step_bytes(state, data)``, ``_complete(state)``,
+    ``_forced(state)`` and ``_budget()`` (the :mod:`gramc.runtime.budget` object of the
+    table); states are immutable values.
     """
 
     __slots__ = ("_artifact", "_state", "_ended", "_history", "max_rollback", "vocab_size",
@@ -76,50 +83,82 @@ class Matcher:
     def _bool_mask(self, state: Any, size: int) -> np.ndarray:
         return unpack_row(self._words(state), size)
 
+    def _budget(self) -> Any:
+        raise NotImplementedError
+
+    def _row(self, budget: int | None) -> np.ndarray:
+        """The packed row now: plain, or cut to ``budget`` tokens left (already checked)."""
+        if budget is None:
+            return self._words(self._state)
+        return self._budget().words(self._state, budget)
+
     # ------------------------------------------------------------ masks
 
-    def mask(self, size: int | None = None) -> np.ndarray:
+    def mask(self, size: int | None = None, *, budget: int | None = None) -> np.ndarray:
         """Bool mask of allowed token ids, of length ``size`` (default: the vocabulary size).
 
         Ids at or past the vocabulary size are never allowed, so ``size`` may be the width of
         a model's logits. The array may be cached and shared: it is read-only.
 
+        ``budget``: the tokens that may still be committed, EOS included; only tokens after
+        which the output can still be completed within ``budget - 1`` are allowed (class doc).
+
         Raises:
             ValueError: ``size`` is smaller than the vocabulary (the mask would lose ids; for
-                a model head narrower than its tokenizer use :meth:`logits_mask`).
+                a model head narrower than its tokenizer use :meth:`logits_mask`), or
+                ``budget`` is negative.
+            TypeError: ``budget`` is not an int.
         """
+        n = None if budget is None else check_budget(budget)
         size = self.vocab_size if size is None else _mask_size(size, self.vocab_size)
         if self._ended:
             return np.zeros(size, dtype=bool)
-        return self._bool_mask(self._state, size)
+        if n is None:
+            return self._bool_mask(self._state, size)
+        out = unpack_row(self._row(n), size)
+        out.flags.writeable = False
+        return out
 
-    def logits_mask(self, width: int) -> np.ndarray:
+    def logits_mask(self, width: int, *, budget: int | None = None) -> np.ndarray:
         """:meth:`mask` for a model's logits of ``width`` columns, whatever the vocabulary's
         size: a head narrower than its tokenizer (added tokens the model never scores) cannot
         choose the ids past ``width``, so they are cut off here, deliberately."""
         width = _mask_size(width, 0)
-        return self.mask(max(width, self.vocab_size))[:width]
+        return self.mask(max(width, self.vocab_size), budget=budget)[:width]
 
-    def fill_bitmask(self, out: np.ndarray) -> None:
-        """Write the packed mask (see :mod:`gramc.bitmask`) into a uint32/int32 row."""
-        if getattr(out, "shape", None) == self._shape and out.dtype.char in "iI" and not self._ended:
+    def tokens_to_finish(self) -> int | None:
+        """The fewest tokens that complete the output from here, EOS included where the
+        vocabulary has one: exact for a DFA artifact, the bound budget masks use for a PDA
+        artifact (:mod:`gramc.runtime.budget`); 0 once ended; None where none is known."""
+        if self._ended:
+            return 0
+        n = self._budget().to_finish(self._state)
+        return None if n >= INF else n
+
+    def fill_bitmask(self, out: np.ndarray, budget: int | None = None) -> None:
+        """Write the packed mask (see :mod:`gramc.bitmask`) into a uint32/int32 row
+        (``budget``: as for :meth:`mask`)."""
+        if (budget is None and getattr(out, "shape", None) == self._shape and out.dtype.char in "iI"
+                and not self._ended):
             np.copyto(out, self._words(self._state).view(out.dtype))  # the common call
             return
-        n = self._shape[0]
+        n = None if budget is None else check_budget(budget)
+        w = self._shape[0]
         if not isinstance(out, np.ndarray):
-            raise TypeError(f"need a numpy int32/uint32 array of at least {n} words, got {type(out).__name__}")
-        if out.ndim != 1 or out.shape[0] < n or out.dtype.itemsize != 4 or out.dtype.kind not in "iu":
-            raise ValueError(f"need a 1-d int32/uint32 array of at least {n} words, got {out.dtype}{out.shape}")
+            raise TypeError(f"need a numpy int32/uint32 array of at least {w} words, got {type(out).__name__}")
+        if out.ndim != 1 or out.shape[0] < w or out.dtype.itemsize != 4 or out.dtype.kind not in "iu":
+            raise ValueError(f"need a 1-d int32/uint32 array of at least {w} words, got {out.dtype}{out.shape}")
         if self._ended:
             out.fill(0)
             return
-        np.copyto(out[:n], self._words(self._state).view(out.dtype))
-        if out.shape[0] > n:
-            out[n:] = 0
+        np.copyto(out[:w], self._row(n).view(out.dtype))
+        if out.shape[0] > w:
+            out[w:] = 0
 
-    def allowed_tokens(self) -> np.ndarray:
-        """Ids allowed now (ascending), EOS included where the output is complete."""
-        return np.flatnonzero(self.mask())
+    def allowed_tokens(self, *, budget: int | None = None) -> np.ndarray:
+        """Ids allowed now (ascending), EOS included where the output is complete
+        (``budget``: as for :meth:`mask`)."""
+        return np.flatnonzero(self.mask(budget=budget))
 
     # ------------------------------------------------------------ state queries
 
@@ -288,13 +327,16 @@ class DFAMatcher(Matcher):
     def _fork_extra(self, other: DFAMatcher) -> None:
         self._table, self._views = other._table, other._views
 
-    def fill_bitmask(self, out: np.ndarray) -> None:
+    def fill_bitmask(self, out: np.ndarray, budget: int | None = None) -> None:
         # Fast path for the common call: an exact-width int32/uint32 row of an eager table.
         views = self._views.get(getattr(out, "dtype", _NO_DTYPE).char)
-        if views is not None and out.shape == self._shape and not self._ended:
+        if views is not None and budget is None and out.shape == self._shape and not self._ended:
             np.copyto(out, views[self._state])
             return
-        super().fill_bitmask(out)
+        super().fill_bitmask(out, budget)
+
+    def _budget(self) -> Any:
+        return budget_of(self._table)
 
     def _start(self) -> int:
         return self._artifact.dfa.start

@@ -6,6 +6,7 @@ from typing import Any
 
 import numpy as np
 
+from gramc.runtime.budget import budget_of
 from gramc.runtime.matcher import Matcher
 
 
@@ -46,3 +47,6 @@ class PDAMatcher(Matcher):
 
     def _forced(self, chart: list) -> list[int]:
         return self._tokens.forced(chart)
+
+    def _budget(self) -> Any:
+        return budget_of(self._tokens)

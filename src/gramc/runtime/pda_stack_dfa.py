@@ -127,6 +127,12 @@ class StackDFA:
 
         Raises :class:`TooLarge` when a state would be too large to build (then nothing is
         cached about it and the caller checks these tokens another way)."""
+        return self.end_states(key, token_ids) != DEAD
+
+    def end_states(self, key: int, token_ids: np.ndarray) -> np.ndarray:
+        """The state each token of ``token_ids`` (byte tokens) leads to from the Earley set
+        whose key is ``key`` (DEAD where the PDA cannot read it), valid until the next walk
+        (see :meth:`configs`). Raises :class:`TooLarge` as :meth:`accepts` does."""
         from gramc.automata.walk import run_tokens  # numba: imported on the first check
 
         self._reset_if_full()
@@ -143,7 +149,12 @@ class StackDFA:
             state[todo], read[todo] = s, r
             todo = todo[(s != DEAD) & (r < lengths[t])]
             self._build_all(missing[:n].tolist())
-        return state != DEAD
+        return state
+
+    def configs(self, state: int) -> frozenset:
+        """The configurations ``(node, continuation)`` of ``state`` (an id of this DFA's
+        current start: it starts afresh past its bound, counted in :attr:`resets`)."""
+        return self._states[state]
 
     def _tokens(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Each token byte's class, and each token's offset and length among them, by token id
