@@ -523,9 +523,9 @@ def _():
     return language(json.dumps({"enum": list(range(0, 20_000, 2))}), "json_schema", ["19998", "19999"])
 
 
-@case("width", "schema-properties-2000", ok=[True, False], wall=15,
-      xfail="2,000 declared properties with additionalProperties false run past 60 s and pass 1 GiB")
+@case("width", "schema-properties-2000", ok=[True, False], wall=15)
 def _():
+    # Many optional properties are a chain of rules (objects._chained_body): a PDA, ~6 s CPU, 120 MB
     props = {f"p{i}": {"type": "integer"} for i in range(2000)}
     schema = {"type": "object", "properties": props, "additionalProperties": False}
     return language(json.dumps(schema), "json_schema", ['{"p1999":1}', '{"p2000":1}'])

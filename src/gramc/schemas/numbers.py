@@ -32,6 +32,7 @@ from __future__ import annotations
 import math
 from decimal import Decimal
 from fractions import Fraction
+from functools import lru_cache
 
 from gramc.compiler.ir import (
     EMPTY,
@@ -93,6 +94,7 @@ JSON_NUMBER = seq(optional(MINUS), JSON_INT_PART, FRACTION_OPT, EXPONENT_OPT)
 # ---------------------------------------------------------------- public API
 
 
+@lru_cache(maxsize=1024, typed=True)
 def integer_ir(
     minimum: Number | None = None,
     maximum: Number | None = None,
@@ -146,6 +148,7 @@ def integer_ir(
     return body
 
 
+@lru_cache(maxsize=1024, typed=True)
 def number_ir(
     minimum: Number | None = None,
     maximum: Number | None = None,
