@@ -301,6 +301,21 @@ def test_enum_values_are_checked_against_the_rest_not_their_own_list(monkeypatch
             assert oracle.fullmatch(text) == check.is_valid(value), value
 
 
+@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+@given(st.lists(st.one_of(st.text(alphabet="ab\"\\/é\n\U0001f600", max_size=4), st.integers(-1000, 1000),
+                          st.sampled_from([0.5, -0.0, 1e-7, 2.5e20, 100.0])), max_size=8))
+def test_a_listed_enum_is_the_alternation_of_its_values(values):
+    """An enum's strings and numbers share one trie of spellings (linear in the listed text);
+    its language is still each value's spellings, nothing more."""
+    from gramc.compiler.ir import alt
+    from gramc.schemas.jsontext import Whitespace, listed_ir, value_ir
+    from gramc.schemas.langops import difference, is_empty
+
+    ws = Whitespace("compact")
+    listed, each = listed_ir(values, ws), alt(*(value_ir(v, ws) for v in values))
+    assert is_empty(difference(listed, each)) and is_empty(difference(each, listed))
+
+
 def test_declared_properties_follow_schema_order():
     oracle, _, _ = compile_schema({"type": "object", "properties": {"b": {}, "a": {}}}, COMPACT)
     assert oracle.fullmatch(b'{"b":1,"a":2}') and oracle.fullmatch(b'{"b":1,"a":2,"c":3}')

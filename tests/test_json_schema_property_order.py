@@ -20,6 +20,9 @@ import random
 import time
 import warnings
 
+from unittest.mock import patch
+
+import numpy as np
 import pytest
 from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
@@ -27,10 +30,14 @@ from hypothesis import strategies as st
 
 import gramc
 from earley import EarleyOracle
+from gramc.compiler.dfa import build_dfa
+from gramc.compiler.ir import Grammar, literal
 from gramc.compiler.pipeline import CompileOptions
 from gramc.errors import GramcWarning
-from gramc.schemas import SchemaOptions, schema_to_grammar
+from gramc.schemas import SchemaOptions, objects, schema_to_grammar
+from gramc.schemas.compiler import SchemaCompiler
 from gramc.schemas.options import Restriction
+from gramc.schemas.refs import Document
 from paths import shared_path
 from test_json_schema_frontend import (CASES, POOL, accepted_in_some_order, compile_schema, greedy_tokens,
                                        key_orders, spellings, validator_for)
@@ -195,6 +202,52 @@ def test_schema_order_accepts_only_valid_documents():
                 checked["invalid"] += 1
 
     check()
+    assert all(checked.values()), checked
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+@given(st.lists(st.booleans(), min_size=1, max_size=9), st.booleans(), st.integers(1, 9))
+def test_a_chained_object_body_is_the_inline_one(required, extra, links):
+    """Many optional properties make the body a chain of rules (objects._chained_body); for
+    every pattern of required slots, with and without other members, in blocks of every
+    size, its language is the single expression's (compared as minimal DFAs)."""
+    compiler = SchemaCompiler(Document({}), SchemaOptions(whitespace="compact"))
+    slots = [(literal(bytes([0x61 + i])), r) for i, r in enumerate(required)]
+    other = literal(b"x") if extra else None
+    with patch.object(objects, "CHAIN_LINKS", links):
+        chained = compiler._chained_body(slots, other)
+    inline = compiler._inline_body(slots, other, 0, None)
+    assert chained[0] == inline[0]
+    a, b = (build_dfa(Grammar({"root": body, **compiler.rules}, "root")) for body in (chained[1], inline[1]))
+    assert all(np.array_equal(getattr(a, f), getattr(b, f)) for f in ("delta", "accept", "byte_class"))
+
+
+def test_many_optional_properties_keep_schema_order_exactly():
+    """Past MAX_INLINE_OPTIONAL optional properties the body is a chain of rules: documents
+    in schema order are accepted exactly when valid, others not at all."""
+    n = objects.MAX_INLINE_OPTIONAL + 40
+    schema = {"type": "object", "properties": {f"p{i}": {"type": "integer"} for i in range(n)},
+              "required": ["p5", "p100"], "additionalProperties": {"type": "string"}}
+    oracle, approx, grammar = compile_schema(schema, SchemaOptions(whitespace="compact"))
+    assert not approx and any(name.startswith("more_members") for name in grammar.rules)
+    validator = validator_for(schema)
+    rnd = random.Random(7)
+    checked = {"valid": 0, "invalid": 0, "out of order": 0, "repeated": 0}
+    for _ in range(80):
+        keys = sorted(set(rnd.sample(range(n), rnd.randint(0, 10)) + rnd.choice([[5, 100], [5], [100], []])))
+        instance = {f"p{k}": rnd.choice([1, -20, "s"]) for k in keys}
+        if rnd.random() < 0.3:
+            instance["zz"] = rnd.choice(["t", 3])
+        valid = validator.is_valid(instance)
+        assert oracle.fullmatch(compact(instance)) == valid, instance
+        checked["valid" if valid else "invalid"] += 1
+        if valid and len(keys) >= 2:
+            swapped = dict(reversed(list(instance.items())))
+            assert not oracle.fullmatch(compact(swapped)), swapped
+            checked["out of order"] += 1
+            repeated = compact(instance)[:-1] + b"," + compact({f"p{keys[0]}": 1})[1:]
+            assert not oracle.fullmatch(repeated), repeated
+            checked["repeated"] += 1
     assert all(checked.values()), checked
 
 

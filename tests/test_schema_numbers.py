@@ -23,7 +23,8 @@ from oracle import fullmatch
 from gramc.compiler.dfa import build_dfa
 from gramc.compiler.ir import NOTHING, Grammar
 from gramc.schemas.approx import NotExpressible
-from gramc.schemas.numbers import JSON_NUMBER, integer_ir, number_ir
+from gramc.schemas.numbers import JSON_NUMBER, integer_ir, number_ir, value_spellings
+from gramc.schemas.trie import trie
 
 INTEGER_TEXT = re.compile(r"-?(0|[1-9][0-9]*)")
 PLAIN_TEXT = re.compile(r"-?(0|[1-9][0-9]*)(\.[0-9]+)?")
@@ -292,3 +293,34 @@ def test_builds_small_dfas(kw):
     for fn in (integer_ir, number_ir):
         dfa = build_dfa(Grammar.single(fn(**kw)))
         assert dfa.n_states < 5000
+
+
+# ---------------------------------------------------------------- listed values
+
+
+def _same_language(a, b) -> bool:
+    from gramc.schemas.langops import difference, is_empty
+
+    return is_empty(difference(a, b)) and is_empty(difference(b, a))
+
+
+@SETTINGS
+@given(st.one_of(bound_values, wide_floats))
+def test_value_spellings_are_the_range_of_one_value(value):
+    """An enum's number is spelled from its digits (linear time); the language must be the
+    one number_ir gives the one-value range."""
+    assert _same_language(trie(value_spellings(value)), number_ir(minimum=value, maximum=value))
+
+
+@pytest.mark.parametrize("value", [0, -0.0, 7, -3, 10, 12340, 0.001, 1e-05, 5e-324, 1.7976931348623157e308,
+                                   1e22, 123.456, -0.5, 10**40, Decimal("1.50")])
+def test_value_spellings_examples(value):
+    assert _same_language(trie(value_spellings(value)), number_ir(minimum=value, maximum=value))
+
+
+def test_value_spellings_refuse_what_number_ir_refuses():
+    for value in (10**1000, Decimal("1e-1001")):
+        with pytest.raises(NotExpressible):
+            number_ir(minimum=value, maximum=value)
+        with pytest.raises(NotExpressible):
+            value_spellings(value)

@@ -123,11 +123,12 @@ def _render(value: Any) -> str:
 class Keywords:
     """Typed access to the keywords of one positive atom (a Node or a Synth)."""
 
-    __slots__ = ("atom", "raw", "doc", "pointer", "_child_group")
+    __slots__ = ("atom", "raw", "doc", "pointer", "_child_group", "_positions")
 
     def __init__(self, atom: Node | Synth, raw: dict, doc: Document):
         self.atom, self.raw, self.doc = atom, raw, doc
         self.pointer = atom.pointer
+        self._positions: dict[tuple, dict] = {}  # see _position
         if isinstance(atom, Node):
             own = tuple(atom.pointer for k in UNEVALUATED if k in raw)[:1]
             self._child_group = atom.group + own
@@ -167,17 +168,25 @@ class Keywords:
         if isinstance(self.atom, Synth):
             return self.atom.order + (0,)
         full = self.doc.get(self.pointer)
-        names = list(full) if isinstance(full, dict) else []
-        rel = [names.index(key) if key in names else len(names)]
-        value = full.get(key) if isinstance(full, dict) else None
-        for p in path:
+        names = full if isinstance(full, dict) else {}
+        rel = [self._position((), names, key) if key in names else len(names)]
+        value = names.get(key)
+        for i, p in enumerate(path):
             if isinstance(value, dict) and p in value:
-                rel.append(list(value).index(p))
+                rel.append(self._position((key, *path[:i]), value, p))
                 value = value[p]
             elif isinstance(value, list) and isinstance(p, int) and p < len(value):
                 rel.append(p)
                 value = value[p]
         return self.atom.order + tuple(rel)
+
+    def _position(self, where: tuple, mapping: dict, key: Any) -> int:
+        """The position of ``key`` in ``mapping`` (the dict at ``where`` below this atom),
+        from an index made once: the n names of a ``properties`` each ask."""
+        positions = self._positions.get(where)
+        if positions is None:
+            positions = self._positions[where] = {k: i for i, k in enumerate(mapping)}
+        return positions[key]
 
     def sub(self, key: str) -> Atom | None:
         """The subschema of a single-schema keyword (None when absent)."""

@@ -36,7 +36,7 @@ from gramc.schemas.arrays import ArrayMixin
 from gramc.schemas.atoms import FALSE, TRUE, Atom, Keywords, Neg, Node, Synth
 from gramc.schemas.combinators import CombinatorMixin
 from gramc.schemas.jsontext import (PLAIN_NUMBER, Whitespace, canonical_string_universe, canonical_text,
-                                    kind_of, value_ir)
+                                    kind_of, listed_ir)
 from gramc.schemas.langops import difference, intersection
 from gramc.schemas.objects import ObjectMixin, any_order_body
 from gramc.schemas.options import Approximation, Restriction, SchemaOptions
@@ -500,8 +500,8 @@ class SchemaCompiler(CombinatorMixin, ObjectMixin, ArrayMixin):
                 continue
             if all(check(value) for check in checks):
                 seen.add(text)
-                out.append(value_ir(value, self.ws, members))
-        return alt(*out)
+                out.append(value)
+        return listed_ir(out, self.ws, members)
 
     def _listed_members(self, items: list[Expr], where: str) -> Expr:
         """The members of a listed object in any order (``property_order="any"``), or in the

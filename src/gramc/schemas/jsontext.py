@@ -25,14 +25,19 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable
+from functools import lru_cache
 from typing import Any
 
 from gramc.compiler import stackless
 from gramc.compiler.ir import EMPTY, Expr, alt, byte_class, byte_range, literal, optional, repeat, seq, text
 from gramc.compiler.stackless import Call
 from gramc.errors import SchemaError
+from gramc.schemas.approx import NotExpressible
+from gramc.schemas.numbers import value_spellings
+from gramc.schemas.trie import trie
 
 JSON_WS_BYTES = b" \t\n\r"
+QUOTE = literal(b'"')
 _SHORT_ESCAPES = {'"': '"', "\\": "\\", "/": "/", "\b": "b", "\f": "f", "\n": "n", "\r": "r", "\t": "t"}
 
 
@@ -93,9 +98,19 @@ def char_ir(ch: str, all_spellings: bool = True) -> Expr:
 def string_literal_ir(value: str, all_spellings: bool = False) -> Expr:
     """The JSON string literals (quotes included) whose decoded value is ``value``: the
     encoder spellings, or with ``all_spellings`` every one."""
-    body = seq(*(_hex4(ord(c)) if 0xD800 <= ord(c) <= 0xDFFF else char_ir(c, all_spellings)
-                 for c in value))
-    return seq(literal(b'"'), body, literal(b'"'))
+    return seq(*string_units(value, all_spellings), QUOTE)
+
+
+def string_units(value: str, all_spellings: bool = False) -> list[Expr]:
+    """:func:`string_literal_ir` but for its closing quote, as trie units: the opening quote,
+    then the spellings of each character."""
+    return [QUOTE, *(_char_unit(c, all_spellings) for c in value)]
+
+
+@lru_cache(maxsize=4096)
+def _char_unit(ch: str, all_spellings: bool) -> Expr:
+    code = ord(ch)
+    return _hex4(code) if 0xD800 <= code <= 0xDFFF else char_ir(ch, all_spellings)
 
 
 def number_literal_ir(value: int | float) -> Expr:
@@ -116,15 +131,18 @@ def number_literal_ir(value: int | float) -> Expr:
 def number_value_ir(value: int | float) -> Expr:
     """Every spelling of a number that :func:`gramc.schemas.numbers.number_ir` writes for a
     value equal to it (``1``, ``1.0``, ``1e0``, ...), else its ``json.dumps`` spellings."""
-    from gramc.schemas.approx import NotExpressible
-    from gramc.schemas.numbers import number_ir
+    spelled = _number_items(value)
+    return number_literal_ir(value) if spelled is None else trie(spelled)
 
+
+def _number_items(value: int | float) -> list[tuple[list[Expr], Expr]] | None:
+    """:func:`number_value_ir` as trie items (None: too many digits for them)."""
     if isinstance(value, float) and not math.isfinite(value):
         raise SchemaError(f"{value!r} is not a JSON number")
     try:
-        return number_ir(minimum=value, maximum=value)
+        return value_spellings(value)
     except NotExpressible:
-        return number_literal_ir(value)
+        return None
 
 
 #: Plain JSON numbers (no exponent): every number has such a spelling, and every number
@@ -158,6 +176,25 @@ def value_ir(value: Any, ws: Whitespace, members: Callable[[list[Expr]], Expr] |
     in another way than in the given order (``property_order="any"``). Listed values nest
     as deep as the schema text does: the walk is a :mod:`stackless` one."""
     return stackless.run(_value_ir(value, ws, members))
+
+
+def listed_ir(values: list, ws: Whitespace, members: Callable[[list[Expr]], Expr] | None = None) -> Expr:
+    """The alternation of :func:`value_ir` over ``values`` (an ``enum``), its strings and
+    numbers as one :func:`~gramc.schemas.trie.trie`: shared prefixes are written once, so
+    the expression grows with the listed text, not with how many values share a prefix."""
+    items: list[tuple[list[Expr], Expr]] = []
+    others: list[Expr] = []
+    for value in values:
+        spelled = None
+        if isinstance(value, str):
+            spelled = [(string_units(value), QUOTE)]
+        elif isinstance(value, (int, float)) and not isinstance(value, bool):
+            spelled = _number_items(value)
+        if spelled is None:
+            others.append(value_ir(value, ws, members))
+        else:
+            items.extend(spelled)
+    return alt(trie(items), *others)
 
 
 def _value_ir(value: Any, ws: Whitespace, members: Callable[[list[Expr]], Expr] | None) -> Call[Expr]:
@@ -219,4 +256,6 @@ def canonical_text(value: Any) -> str:
             return members
         return v
 
+    if not isinstance(value, (list, dict)):  # a scalar (most of a long enum): no walk
+        return json.dumps(int(value) if isinstance(value, float) and value.is_integer() else value)
     return json.dumps(stackless.run(norm(value)), sort_keys=True)

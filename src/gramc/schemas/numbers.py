@@ -32,6 +32,7 @@ from __future__ import annotations
 import math
 from decimal import Decimal
 from fractions import Fraction
+from functools import lru_cache
 
 from gramc.compiler.ir import (
     EMPTY,
@@ -50,6 +51,7 @@ from gramc.compiler.ir import (
     seq,
 )
 from gramc.schemas.approx import NotExpressible
+from gramc.schemas.trie import byte_units, trie
 
 Number = int | float | Decimal
 
@@ -74,6 +76,8 @@ MINUS = literal(b"-")
 DIGITS_STAR = repeat(DIGIT, 0, None)
 DIGITS_PLUS = repeat(DIGIT, 1, None)
 ZEROS_STAR = repeat(ZERO, 0, None)
+#: ``(\.0+)?``: the fractions whose value is zero.
+ZERO_FRACTION = optional(seq(DOT, repeat(ZERO, 1, None)))
 
 #: ``0|[1-9][0-9]*``: the integer part of a JSON number.
 JSON_INT_PART = alt(ZERO, seq(NONZERO, DIGITS_STAR))
@@ -90,6 +94,7 @@ JSON_NUMBER = seq(optional(MINUS), JSON_INT_PART, FRACTION_OPT, EXPONENT_OPT)
 # ---------------------------------------------------------------- public API
 
 
+@lru_cache(maxsize=1024, typed=True)
 def integer_ir(
     minimum: Number | None = None,
     maximum: Number | None = None,
@@ -128,7 +133,7 @@ def integer_ir(
         k = m.numerator
     if k > 1 and ilo is not None and ihi is not None and ihi // k - -(-ilo // k) < MAX_ENUMERATED:
         first = -(-ilo // k) * k
-        body = _trie([(str(v).encode(), EMPTY) for v in range(first, ihi + 1, k)]
+        body = _texts([(str(v).encode(), EMPTY) for v in range(first, ihi + 1, k)]
                      + ([(b"-0", EMPTY)] if ilo <= 0 <= ihi else []))
     else:
         pos, neg = _int_sign_parts(ilo, ihi)
@@ -143,6 +148,7 @@ def integer_ir(
     return body
 
 
+@lru_cache(maxsize=1024, typed=True)
 def number_ir(
     minimum: Number | None = None,
     maximum: Number | None = None,
@@ -181,6 +187,34 @@ def number_ir(
         pos = automaton.intersect(pos)
         neg = automaton.intersect(neg)
     return _capped(alt(pos, seq(MINUS, neg)))
+
+
+def value_spellings(value: Number) -> list[tuple[list[Expr], Expr]]:
+    """The texts of ``number_ir(minimum=value, maximum=value)`` (the plain decimal spellings
+    of one value and its normalised scientific ones), as :func:`~gramc.schemas.trie.trie`
+    items: one unit per byte of a fixed text, then a tail of optional zeros (and the
+    exponent). Written straight from the value's digits, in time linear in them, so a
+    listed ``enum`` of many numbers costs no range comparisons.
+
+    Raises:
+        NotExpressible: as :func:`number_ir`, a value with too many digits.
+    """
+    x = _to_fraction(value, "const")
+    a, frac = _split(abs(x), "const")
+    if x == 0:
+        return [(byte_units(b"0"), ZERO_FRACTION), (byte_units(b"-0"), ZERO_FRACTION)]
+    sign = "-" if x < 0 else ""
+    plain = f"{sign}{a}.{frac}" if frac else f"{sign}{a}"
+    items = [(byte_units(plain.encode()), ZEROS_STAR if frac else ZERO_FRACTION)]
+    if a:
+        exponent, digits = len(str(a)) - 1, (str(a) + frac).rstrip("0")
+    else:
+        significant = frac.lstrip("0")
+        exponent, digits = len(significant) - len(frac) - 1, significant
+    mantissa = f"{sign}{digits[0]}.{digits[1:]}" if len(digits) > 1 else f"{sign}{digits}"
+    tail = seq(ZEROS_STAR if len(digits) > 1 else ZERO_FRACTION, _exponent(exponent, exponent))
+    items.append((byte_units(mantissa.encode()), tail))
+    return items
 
 
 def _capped(expr: Expr) -> Expr:
@@ -730,19 +764,9 @@ class _MultipleAutomaton:
         return {q: e for q, e in const.items() if e is not NOTHING}
 
 
-def _trie(items: list[tuple[bytes, Expr]]) -> Expr:
-    """The alternation of ``text . tail`` for every item, with common prefixes factored."""
-    groups: dict[int, list[tuple[bytes, Expr]]] = {}
-    ends: list[Expr] = []
-    for text, tail in items:
-        if text:
-            groups.setdefault(text[0], []).append((text[1:], tail))
-        else:
-            ends.append(tail)
-    by_rest: dict[Expr, list[int]] = {}
-    for b, rest in groups.items():
-        by_rest.setdefault(_trie(rest), []).append(b)
-    return alt(*ends, *(seq(byte_class(bs), r) for r, bs in by_rest.items()))
+def _texts(items: list[tuple[bytes, Expr]]) -> Expr:
+    """The alternation of ``text . tail`` for every item, as a :func:`~gramc.schemas.trie.trie`."""
+    return trie((byte_units(text), tail) for text, tail in items)
 
 
 def _enumerate_multiples(m: Fraction, lo, lo_incl, hi, hi_incl) -> Expr | None:
@@ -754,7 +778,6 @@ def _enumerate_multiples(m: Fraction, lo, lo_incl, hi, hi_incl) -> Expr | None:
     if last - first >= MAX_ENUMERATED:
         return None
     items: list[tuple[bytes, Expr]] = []
-    zero_frac = optional(seq(DOT, repeat(ZERO, 1, None)))
     for i in range(first, last + 1):
         v = i * m
         a, f = _split(abs(v), "multipleOf")
@@ -762,10 +785,10 @@ def _enumerate_multiples(m: Fraction, lo, lo_incl, hi, hi_incl) -> Expr | None:
         if f:
             items.append((f"{sign}{a}.{f}".encode(), ZEROS_STAR))
         else:
-            items.append((f"{sign}{a}".encode(), zero_frac))
+            items.append((f"{sign}{a}".encode(), ZERO_FRACTION))
             if v == 0:
-                items.append((b"-0", zero_frac))
-    return _trie(items)
+                items.append((b"-0", ZERO_FRACTION))
+    return _texts(items)
 
 
 def expanded_size(expr: Expr) -> int:

@@ -38,6 +38,12 @@ from gramc.schemas.strings import json_string_excluding
 #: Largest expanded expression (tree size) an object body may have before counting
 #: constraints (minProperties/maxProperties) are over-approximated.
 MAX_BODY_SIZE = 400_000
+#: Most optional declared properties an uncounted object body writes as one expression;
+#: more become a chain of rules (``_chained_body``): at least ``CHAIN_LINKS`` links of at
+#: most ``CHAIN_BLOCK`` properties each.
+MAX_INLINE_OPTIONAL = 128
+CHAIN_LINKS = 16
+CHAIN_BLOCK = 32
 #: Most distinct overlapping patternProperties regexes split into exact regions.
 MAX_OVERLAPPING_PATTERNS = 6
 
@@ -375,7 +381,15 @@ class ObjectMixin:
 
     def _body(self, slots: list, extra: Expr | None, lo: int, hi: int | None) -> tuple[bool, Expr]:
         """(can be empty, the non-empty bodies) for declared slots then other members, with
-        between ``lo`` and ``hi`` members in all.
+        between ``lo`` and ``hi`` members in all: one expression (:meth:`_inline_body`), or
+        past :data:`MAX_INLINE_OPTIONAL` optional slots, uncounted, a chain of rules
+        (:meth:`_chained_body`)."""
+        if lo == 0 and hi is None and sum(not required for _, required in slots) > MAX_INLINE_OPTIONAL:
+            return self._chained_body(slots, extra)
+        return self._inline_body(slots, extra, lo, hi)
+
+    def _inline_body(self, slots: list, extra: Expr | None, lo: int, hi: int | None) -> tuple[bool, Expr]:
+        """:meth:`_body` as one expression.
 
         Built from the left: ``runs[c]`` holds the non-empty member sequences over the slots
         seen so far with ``c`` members (``c`` saturates at ``cap`` when there is no upper
@@ -407,6 +421,33 @@ class ObjectMixin:
         if first_ok:
             out.append(self._first_tail(extra, lo, hi)[1])
         return nullable, alt(*out)
+
+    def _chained_body(self, slots: list, extra: Expr | None) -> tuple[bool, Expr]:
+        """:meth:`_body` without counting, as two chains of rules, a link per block of
+        slots. Inlined, a run of ``n`` optional slots makes every DFA state after a member
+        hold the ``n`` ways on: quadratic time and memory in the subset construction. As
+        rules, each rule's automaton holds one block.
+
+        For block ``j``, ``own`` is its non-empty member sequences (:meth:`_inline_body`);
+        ``after[j]``, the rest once a member was written before the block, is
+        ``"," own after[j+1] | after[j+1]``, and ``first[j]``, a body whose first member is
+        in the block or a later one, is ``own after[j+1] | first[j+1]`` (without the second
+        branch when the block has a required slot). Written out, a link repeats the rest
+        of the chain twice, so the compiler keeps these rules as rules (a PDA) rather than
+        inlining them into a DFA of the quadratic construction (``build_automaton``); there
+        are at least :data:`CHAIN_LINKS` links."""
+        sep = self.ws.comma
+        last = repeat(seq(sep, extra), 0, None) if extra is not None else EMPTY
+        nullable = not any(required for _, required in slots)
+        after, first = last, seq(extra, last) if nullable and extra is not None else NOTHING
+        size = min(CHAIN_BLOCK, -(-len(slots) // CHAIN_LINKS))
+        for start in range(size * ((len(slots) - 1) // size), -1, -size):
+            skippable, own = self._inline_body(slots[start:start + size], None, 0, None)
+            body = self._member_rule(seq(own, after), f"members_{start}")
+            more = seq(sep, body)
+            first = self._member_rule(alt(body, first), f"members_from_{start}") if skippable else body
+            after = self._member_rule(alt(more, after) if skippable else more, f"more_members_{start}")
+        return nullable, first
 
     def _tail(self, extra: Expr | None, c: int, lo: int, hi: int | None) -> Expr:
         """The other members after ``c >= 1`` members (NOTHING when the count cannot end well)."""
