@@ -161,6 +161,31 @@ def test_long_counted_repetitions_call_their_item():
             assert before.is_viable_prefix(s) == after.is_viable_prefix(s)
 
 
+def test_a_rule_whose_body_is_a_long_counted_repetition_calls_its_item():
+    """The rule-keeping compilation keeps rules whose whole body is a counted repetition
+    (``word ::= [a-z]{30}``): such a body calls its item like any long counted repetition,
+    whether or not something else is outlined (it once looked up a rule never made for the
+    item, a KeyError, as soon as anything else was)."""
+    from earley import EarleyOracle
+    from gramc.compiler.ir import byte_range
+    from gramc.compiler.passes import MAX_INLINE_REPEAT_BYTES, outline_shared
+
+    n = MAX_INLINE_REPEAT_BYTES + 6
+    letters = repeat(byte_range(0x61, 0x7A), n, n)
+    digits = repeat(byte_range(0x30, 0x39), 0, n)  # used twice: outlined as well
+    rules = {"root": seq(Ref("word"), literal(b"="), Ref("list")), "word": letters,
+             "list": alt(seq(literal(b"["), Ref("list"), literal(b"]")), seq(digits, literal(b","), digits))}
+    for g in (Grammar(rules, "root"), Grammar({k: v for k, v in rules.items() if k != "list"} |
+                                              {"root": seq(Ref("word"), literal(b"="))}, "root")):
+        out = outline_shared(g, min_size=1)
+        (item,) = [k for k, b in out.rules.items() if b == byte_range(0x61, 0x7A)]
+        assert out.rules["word"] == repeat(Ref(item), n, n)
+        before, after = EarleyOracle(g), EarleyOracle(out)
+        for text in [b"a" * n + b"=[1,2]", b"a" * n + b"=", b"a" * (n - 1) + b"=", b"a" * n + b"=[[,9]]", b"ab"]:
+            assert before.fullmatch(text) == after.fullmatch(text), text
+            assert before.is_viable_prefix(text) == after.is_viable_prefix(text), text
+
+
 def test_stored_ir_text_names_shared_parts_of_a_large_dag():
     """A definition reached through many paths is one IR node; written out as a tree the IR
     doubles with every level. The stored text must stay proportional to the DAG, and small

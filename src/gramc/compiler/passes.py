@@ -9,6 +9,7 @@ undefined rule, an empty language) raise.
 from __future__ import annotations
 
 import warnings
+from dataclasses import dataclass
 from typing import Callable, Mapping
 
 from gramc.compiler.ir import (NOTHING, Alt, Bytes, Expr, Grammar, Ref, Repeat, Seq, Token, TokenName, alt,
@@ -30,7 +31,7 @@ def rewrite(e: Expr, fn: Callable[[Expr], Expr | None]) -> Expr:
                 memo[node] = seq(*(memo[i] for i in node.items))
             elif isinstance(node, Alt):
                 memo[node] = alt(*(memo[i] for i in node.items))
-            else:
+            elif isinstance(node, Repeat):
                 memo[node] = repeat(memo[node.item], node.min, node.max)
             continue
         if node in memo:
@@ -187,7 +188,7 @@ class _Splice:
 
     __slots__ = ("parts", "node")
 
-    def __init__(self, parts: tuple):
+    def __init__(self, parts: tuple[Expr | _Splice, ...]):
         self.parts = parts
         self.node: Expr | None = None  # the flattened sequence, once asked for
 
@@ -201,10 +202,12 @@ def _node(x: Expr | _Splice) -> Expr:
         stack: list[Expr | _Splice] = [x]
         while stack:
             part = stack.pop()
-            if isinstance(part, _Splice) and part.node is None:
-                stack.extend(reversed(part.parts))
+            if isinstance(part, Expr):
+                leaves.append(part)
+            elif part.node is not None:
+                leaves.append(part.node)
             else:
-                leaves.append(part if isinstance(part, Expr) else part.node)
+                stack.extend(reversed(part.parts))
         x.node = seq(*leaves)
     return x.node
 
@@ -218,8 +221,9 @@ def _inline(e: Expr, bodies: Mapping[str, Expr | _Splice], keep: set[str]) -> Ex
             out[node] = bodies[node.name]
         elif isinstance(node, Seq):
             parts = tuple(out[i] for i in node.items)
-            out[node] = _Splice(parts) if any(isinstance(p, _Splice) for p in parts) or \
-                any(isinstance(i, Ref) and i.name not in keep for i in node.items) else seq(*parts)
+            nodes = [p for p in parts if isinstance(p, Expr)]
+            out[node] = _Splice(parts) if len(nodes) < len(parts) or \
+                any(isinstance(i, Ref) and i.name not in keep for i in node.items) else seq(*nodes)
         elif isinstance(node, Alt):
             out[node] = alt(*(_node(out[i]) for i in node.items))
         elif isinstance(node, Repeat):
@@ -288,55 +292,108 @@ def outline_shared(g: Grammar, min_size: int = 64, keep_short: bool = True) -> G
     grammar's lexemes stay whole (a lexeme may become a rule as a whole): a word split into
     shared rules puts calls, and stack walks, in the middle of it, and copying a lexeme
     copies no sharing that nests. Rules are named ``_shared<k>`` in order of first use
-    (deterministic).
+    (deterministic). Deciding what to outline (:func:`_plan_outlining`) is apart from the
+    rewrite (:class:`_Outlining`).
     """
-    uses: dict[Expr, int] = {}
-    order: list[Expr] = []
-    sizes: dict[Expr, int] = {}
-
-    def count(e: Expr) -> int:
-        for node in _postorder_unknown(e, sizes):
-            sizes[node] = 1 + sum(sizes[c] for c in node.children())
-        return sizes[e]
-
-    lexemes = g.lexemes
-    for body in g.rules.values():
-        for node in walk(body, stop=lexemes):
-            for child in node.children():
-                if child not in uses:
-                    order.append(child)
-                uses[child] = uses.get(child, 0) + 1
-    longest: dict[Expr, int | None] = {}
-    short = lambda e: count(e) <= SHORT_SIZE and _longest(e, longest) is not None and \
-        longest[e] <= SHORT_BYTES  # noqa: E731
-    inline = lambda e: keep_short and (short(e) or isinstance(e, Repeat) and e.max is None  # noqa: E731
-                                       and short(e.item))
-    shared = [e for e in order if uses[e] > 1 and count(e) >= min_size and e.children() and not inline(e)]
-    # Long counted repetitions of short parts call their item (see MAX_INLINE_REPEAT_BYTES).
-    long_counted = lambda e: keep_short and isinstance(e, Repeat) and e.max is not None and \
-        inline(e.item) and _longest(e, longest) is not None and \
-        longest[e] > MAX_INLINE_REPEAT_BYTES  # noqa: E731
-    called = dict.fromkeys(e.item for e in order if long_counted(e))  # inline elsewhere
-    if not shared and not called:
+    plan = _plan_outlining(g, min_size, keep_short)
+    if not plan.names:
         return g
-    names = {e: f"_shared{k}" for k, e in enumerate([*shared, *called])}
-
-    def swap(e: Expr) -> Expr | None:
-        if e in names and e not in called:
-            return Ref(names[e])
-        if long_counted(e):
-            return repeat(Ref(names[e.item]), e.min, e.max)
-        return e if e in lexemes else None  # a lexeme stays whole
-
-    rules = {n: rewrite(b, swap) for n, b in g.rules.items()}
-    for e, name in names.items():
-        rules[name] = e if e in lexemes else \
-            rewrite(e, lambda x: None if x is e else swap(x)) if e in called else \
-            repeat(Ref(names[e.item]), e.min, e.max) if long_counted(e) else \
-            seq(*(rewrite(c, swap) for c in e.children())) if isinstance(e, Seq) else \
-            alt(*(rewrite(c, swap) for c in e.children())) if isinstance(e, Alt) else \
-            repeat(rewrite(e.item, swap), e.min, e.max)
+    rules = {n: rewrite(b, plan.swap) for n, b in g.rules.items()}
+    for e, name in plan.names.items():
+        rules[name] = plan.rule_body(e)
     return Grammar(rules, g.start, g.lexemes)
+
+
+def _plan_outlining(g: Grammar, min_size: int, keep_short: bool) -> _Outlining:
+    """Which sub-expressions of ``g`` become rules, and which repetitions call their item."""
+    uses = _child_uses(g)
+    measure = _ShortParts(keep_short)
+    shared = [e for e, n in uses.items()
+              if n > 1 and measure.size(e) >= min_size and e.children() and not measure.inline(e)]
+    # Every node the rewrite can meet: the children counted, and the rule bodies themselves.
+    met = [*uses, *g.rules.values()]
+    long_counted = dict.fromkeys(e for e in met if isinstance(e, Repeat) and measure.long_counted(e))
+    called = dict.fromkeys(e.item for e in long_counted)  # inline everywhere else
+    names = {e: f"_shared{k}" for k, e in enumerate([*shared, *called])}
+    return _Outlining(names, frozenset(called), frozenset(long_counted), g.lexemes)
+
+
+def _child_uses(g: Grammar) -> dict[Expr, int]:
+    """How many times each node is a child of a node of a rule body (inside a lexeme nothing
+    is counted), in order of first use."""
+    uses: dict[Expr, int] = {}
+    for body in g.rules.values():
+        for node in walk(body, stop=g.lexemes):
+            for child in node.children():
+                uses[child] = uses.get(child, 0) + 1
+    return uses
+
+
+class _ShortParts:
+    """What ``keep_short`` keeps inline, from sizes and longest reads measured once per node."""
+
+    def __init__(self, keep_short: bool):
+        self.keep_short = keep_short
+        self.sizes: dict[Expr, int] = {}
+        self.longest_reads: dict[Expr, int | None] = {}
+
+    def size(self, e: Expr) -> int:
+        """The number of nodes of ``e`` written out as a tree."""
+        for node in _postorder_unknown(e, self.sizes):
+            self.sizes[node] = 1 + sum(self.sizes[c] for c in node.children())
+        return self.sizes[e]
+
+    def longest(self, e: Expr) -> int | None:
+        """The most bytes ``e`` can read; None if unbounded or a rule call."""
+        return _longest(e, self.longest_reads)
+
+    def short(self, e: Expr) -> bool:
+        """Cheap to copy (see :data:`SHORT_BYTES` and :data:`SHORT_SIZE`)."""
+        longest = self.longest(e)
+        return self.size(e) <= SHORT_SIZE and longest is not None and longest <= SHORT_BYTES
+
+    def inline(self, e: Expr) -> bool:
+        """Stays inline wherever it is used: short, or an unbounded loop of a short part."""
+        return self.keep_short and (self.short(e) or isinstance(e, Repeat) and e.max is None and self.short(e.item))
+
+    def long_counted(self, e: Repeat) -> bool:
+        """A counted repetition of an inline part that reads too much to copy at every
+        position (see :data:`MAX_INLINE_REPEAT_BYTES`): it calls its item as a rule."""
+        if not (self.keep_short and e.max is not None and self.inline(e.item)):
+            return False
+        longest = self.longest(e)
+        return longest is not None and longest > MAX_INLINE_REPEAT_BYTES
+
+
+@dataclass(frozen=True)
+class _Outlining:
+    """What :func:`outline_shared` decided, and the rewrite that carries it out."""
+
+    #: Each sub-expression that becomes a rule, and the rule's name.
+    names: dict[Expr, str]
+    #: Of those, the items of long counted repetitions: called from there, inline elsewhere.
+    called: frozenset[Expr]
+    #: The counted repetitions that call their item.
+    long_counted: frozenset[Repeat]
+    #: The grammar's lexemes, kept whole.
+    lexemes: frozenset[Expr]
+
+    def swap(self, e: Expr) -> Expr | None:
+        """What ``e`` becomes where it is used (None: rebuilt from its rewritten parts)."""
+        if e in self.names and e not in self.called:
+            return Ref(self.names[e])
+        if isinstance(e, Repeat) and e in self.long_counted:
+            return repeat(Ref(self.names[e.item]), e.min, e.max)
+        return e if e in self.lexemes else None  # a lexeme stays whole
+
+    def rule_body(self, e: Expr) -> Expr:
+        """The body of ``e``'s rule: a lexeme whole, a long counted repetition a call of its
+        item, anything else ``e`` itself with its parts swapped."""
+        if e in self.lexemes:
+            return e
+        if isinstance(e, Repeat) and e in self.long_counted and e not in self.called:
+            return repeat(Ref(self.names[e.item]), e.min, e.max)
+        return rewrite(e, lambda x: None if x is e else self.swap(x))
 
 
 def _longest(e: Expr, memo: dict) -> int | None:
