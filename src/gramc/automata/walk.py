@@ -18,9 +18,9 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass
 
-import numba
 import numpy as np
 
+from gramc.automata.jit import numba
 from gramc.automata.tables import DEAD
 from gramc.automata.trie import TokenTrie
 

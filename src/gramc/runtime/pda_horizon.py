@@ -19,9 +19,9 @@ per byte cannot account for.
 
 from __future__ import annotations
 
-import numba
 import numpy as np
 
+from gramc.automata.jit import numba
 from gramc.automata.pda_table import PDATable
 from gramc.automata.tables import DEAD
 from gramc.runtime.earley import TOP, EarleyParser

@@ -31,9 +31,9 @@ from __future__ import annotations
 
 import weakref
 
-import numba
 import numpy as np
 
+from gramc.automata.jit import numba
 from gramc.automata.pda_table import PDATable
 from gramc.automata.tables import DEAD
 from gramc.automata.trie import TokenTrie
