@@ -505,7 +505,7 @@ class _OpParser:
 
     def item(self) -> Op:
         op = self.unary()
-        while self.peek() in ("*", "+", "?") or self.peek().startswith(("~", "{")):
+        while self.peek() in ("*", "+", "?") or re.match(r"~\s*[0-9]|\{", self.peek()):
             lo, hi = self.bounds(self.peek())
             self.k += 1
             op = Op("rep", (op, lo, hi))
