@@ -13,17 +13,20 @@ The grammar text is parsed by the ``lark`` package's own grammar loader
 - templates (``_sep{x, sep}: ...``) are expanded, one rule per distinct argument list;
 - ``%ignore`` inserts ``__ignore ::= (T1 | T2 ...)*`` after every terminal occurrence and at
   the start (rule ``__start``), so ignored text may appear before, between and after tokens;
-- llguidance's special tokens ``<|name|>`` and ``<[id]>`` / ``<[lo-hi,...]>`` are accepted in
-  rules (pre-processed before lark sees the text);
+- llguidance's dialect (special tokens, ``{m,n}``, ``%json``, ``%lark``, ``%regex``, ``&``/``~``,
+  ``%llguidance``, rule attributes) is rewritten into plain Lark first
+  (:mod:`gramc.compiler.frontends.lark_dialect`); a rule with ``[lazy]``, ``stop=`` or
+  ``suffix=`` is one lexeme holding the shortest matches of its body (and suffix);
 - ``%declare`` is refused: declared terminals come from lexer callbacks or a postlexer.
 
 Malformed text raises :class:`~gramc.errors.GrammarSyntaxError` with the position lark
-reports; features gramc cannot honour (``%declare``, llguidance/xgrammar extensions such as
-``%json``, some lookarounds) raise :class:`~gramc.errors.UnsupportedFeatureError`.
+reports; features gramc cannot honour (``%declare``, ``max_tokens=``, parametric rules, some
+lookarounds) raise :class:`~gramc.errors.UnsupportedFeatureError`.
 
 >>> print(parse_lark('start: "a" NUM+\\nNUM: /[0-9]/'))
 start ::= "a" NUM+
 NUM ::= [0-9]
+<BLANKLINE>
 """
 
 from __future__ import annotations
@@ -297,7 +300,7 @@ _EXTENSIONS = (
         re.compile(r"\[\s*(lazy|stop|suffix|capture|max_tokens|temperature)\b"),
         "rule attribute [{0}] (llguidance/xgrammar)",
     ),
-    (re.compile(r"\{\s*-?[0-9]*\s*(?:,\s*-?[0-9]*\s*)?\}"), "{{m,n}} repetition (write x~m..n)"),
+    (re.compile(r"\{\s*-?[0-9]*\s*(?:,\s*-?[0-9]*\s*)?\}"), "{{m,n}} repetition without bounds"),
     (re.compile(r"&"), "terminal intersection & (llguidance)"),
     (re.compile(r"~\s*[/(\"A-Z]"), "terminal negation ~ (llguidance)"),
 )
