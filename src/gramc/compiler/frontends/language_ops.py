@@ -185,6 +185,23 @@ def difference(lhs: Expr, rhs: Expr, rules: Mapping[str, Expr], *,
     return combine(a, b, False, limits)
 
 
+def intersection(items: list[Expr], *, span: Span | None = None,
+                 limits: Limits = DEFAULT_LIMITS) -> Expr:
+    """The IR of the strings every one of ``items`` (regular, rule-free IR) matches."""
+    out = items[0]
+    for item in items[1:]:
+        a = _side_dfa(out, {}, "left", span, limits)
+        out = combine(a, _side_dfa(item, {}, "right", span, limits), True, limits)
+    return out
+
+
+def complement(item: Expr, *, span: Span | None = None, limits: Limits = DEFAULT_LIMITS) -> Expr:
+    """The IR of the byte strings ``item`` (regular, rule-free IR) does not match; like
+    llguidance's ``~``, this includes byte strings that are not UTF-8."""
+    everything = _side_dfa(repeat(Bytes((1 << 256) - 1), 0, None), {}, "left", span, limits)
+    return combine(everything, _side_dfa(item, {}, "right", span, limits), False, limits)
+
+
 def _side_dfa(expr: Expr, rules: Mapping[str, Expr], side: str, span: Span | None,
               limits: Limits) -> DFATable:
     name = "\x00exception-operand"

@@ -13,26 +13,29 @@ The grammar text is parsed by the ``lark`` package's own grammar loader
 - templates (``_sep{x, sep}: ...``) are expanded, one rule per distinct argument list;
 - ``%ignore`` inserts ``__ignore ::= (T1 | T2 ...)*`` after every terminal occurrence and at
   the start (rule ``__start``), so ignored text may appear before, between and after tokens;
-- llguidance's special tokens ``<|name|>`` and ``<[id]>`` / ``<[lo-hi,...]>`` are accepted in
-  rules (pre-processed before lark sees the text);
+- llguidance's dialect (special tokens, ``{m,n}``, ``%json``, ``%lark``, ``%regex``, ``&``/``~``,
+  ``%llguidance``, rule attributes) is rewritten into plain Lark first
+  (:mod:`gramc.compiler.frontends.lark_dialect`); a rule with ``[lazy]``, ``stop=`` or
+  ``suffix=`` is one lexeme holding the shortest matches of its body (and suffix);
 - ``%declare`` is refused: declared terminals come from lexer callbacks or a postlexer.
 
 Malformed text raises :class:`~gramc.errors.GrammarSyntaxError` with the position lark
-reports; features gramc cannot honour (``%declare``, llguidance/xgrammar extensions such as
-``%json``, some lookarounds) raise :class:`~gramc.errors.UnsupportedFeatureError`.
+reports; features gramc cannot honour (``%declare``, ``max_tokens=``, parametric rules, some
+lookarounds) raise :class:`~gramc.errors.UnsupportedFeatureError`.
 
 >>> print(parse_lark('start: "a" NUM+\\nNUM: /[0-9]/'))
 start ::= "a" NUM+
 NUM ::= [0-9]
+<BLANKLINE>
 """
 
 from __future__ import annotations
 
 import re
 import sys
+import warnings
 from collections import deque
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import Any, cast
 
 from lark import Token as LarkToken
@@ -41,18 +44,22 @@ from lark.exceptions import GrammarError, UnexpectedInput
 from lark.grammar import NonTerminal, Terminal
 from lark.load_grammar import GrammarBuilder
 
+from gramc.compiler.frontends.language_ops import complement, intersection, substitute
+from gramc.compiler.frontends.lark_dialect import Dialect, Op, prepare
 from gramc.compiler.frontends.lark_terminals import (
     TerminalLowerer,
     char_range,
     repeat_bounds,
+    shortest_matches,
 )
 from gramc.compiler.ir import (
+    ALL_BYTES,
     EMPTY,
+    NOTHING,
+    Bytes,
     Expr,
     Grammar,
     Ref,
-    Token,
-    TokenName,
     alt,
     optional,
     repeat,
@@ -60,6 +67,7 @@ from gramc.compiler.ir import (
 )
 from gramc.errors import (
     GramcError,
+    GramcWarning,
     GrammarSyntaxError,
     LimitExceededError,
     Span,
@@ -68,7 +76,8 @@ from gramc.errors import (
 from gramc.limits import DEFAULT_LIMITS, Limits
 
 MAX_TEMPLATE_INSTANCES = 10_000
-MAX_TOKEN_RANGE = 1 << 20  # ids in one <[lo-hi]> range
+ALL_BYTES_EXPR = Bytes(ALL_BYTES)
+MAX_LAZY_STATES = 100_000  # DFA states of a lazy lexeme's body·suffix
 IGNORE_RULE = "__ignore"
 START_RULE = "__start"
 
@@ -100,13 +109,12 @@ def parse_lark(
         LimitExceededError: a repetition bound, template expansion or nesting limit.
     """
     _check_nesting(text, source_name, limits)
-    prepared = _prepare_special_tokens(text, source_name)
-    src = _SourceMap(text, source_name, prepared.names)
-    src.prepared = prepared.text
-    loaded = _load(prepared.text, src, list(import_paths))
-    _check_declare(loaded, prepared, src)
+    dialect = prepare(text, source_name)
+    src = _SourceMap(dialect)
+    loaded = _load(dialect.text, src, list(import_paths))
+    _check_declare(loaded, dialect, src)
     try:
-        return _Lowerer(loaded, src, prepared.tokens, limits).run(start)
+        return _Lowerer(loaded, src, dialect, limits, list(import_paths)).run(start)
     except RecursionError:
         depth = sys.getrecursionlimit()
         hint = "the grammar nests deeper than Python's recursion limit"
@@ -140,23 +148,32 @@ def _check_nesting(text: str, source_name: str, limits: Limits) -> None:
 
 
 class _SourceMap:
-    """Spans in the user's text for lark tokens, definitions and error messages."""
+    """Spans in the user's text for lark tokens, definitions and error messages. Offsets
+    into the rewritten text lark parses (:attr:`prepared`) are mapped back with
+    :meth:`Dialect.original`."""
 
-    def __init__(self, text: str, source_name: str, renames: dict[str, str]):
-        self.text = text
-        self.source_name = source_name
-        self.renames = renames  # special-token placeholder -> original text
-        self.prepared = text  # the text lark parses (placeholders at the same offsets)
+    def __init__(self, dialect: Dialect):
+        self.dialect = dialect
+        self.text = dialect.source
+        self.source_name = dialect.source_name
+        self.renames = dialect.names  # placeholder -> original text
+        self.prepared = dialect.text
 
     def at(self, offset: int) -> Span:
+        """The span at ``offset`` in the user's text."""
         return Span.at(self.text, offset, self.source_name)
+
+    def at_prepared(self, offset: int) -> Span:
+        """The span at ``offset`` in the rewritten text."""
+        return self.at(self.dialect.original(offset))
 
     def token(self, tok: Any) -> Span | None:
         """The span of a lark token when it comes from this text (not from an import)."""
         pos = getattr(tok, "start_pos", None)
-        if isinstance(tok, LarkToken) and pos is not None and pos >= 0 \
-                and self.text[pos : pos + len(tok)] == str(tok):
-            return self.at(pos)
+        if not isinstance(tok, LarkToken) or pos is None or pos < 0:
+            return None
+        if self.prepared[pos : pos + len(tok)] == str(tok) and pos < len(self.prepared):
+            return self.at_prepared(pos)
         return None
 
     def definition(self, name: str) -> Span:
@@ -172,7 +189,7 @@ class _SourceMap:
 
     def mention(self, name: str, nth: int = 0) -> Span:
         hits = [m.start() for m in re.finditer(rf"(?<![\w]){re.escape(name)}(?!\w)", self.prepared)]
-        return self.at(hits[min(nth, len(hits) - 1)] if hits else 0)
+        return self.at_prepared(hits[min(nth, len(hits) - 1)]) if hits else self.at(0)
 
     def clean(self, message: str) -> str:
         """A lark message's first line, without its position and with original names."""
@@ -182,82 +199,6 @@ class _SourceMap:
         for placeholder, original in self.renames.items():
             line = line.replace(placeholder, original)
         return line
-
-
-# ---------------------------------------------------------------- llguidance special tokens
-
-
-@dataclass
-class _Prepared:
-    text: str
-    tokens: dict[str, Expr] = field(default_factory=dict)  # placeholder rule -> IR
-    names: dict[str, str] = field(default_factory=dict)  # placeholder rule -> original text
-
-
-_SPECIAL = re.compile(r"<\|[^\n]*?\|>|<\[[^\]\n]*\]>")
-_TOKEN_ITEM = re.compile(r"([0-9]+)(?:-([0-9]+))?")
-
-
-def _prepare_special_tokens(text: str, source_name: str) -> _Prepared:
-    """Replace ``<|name|>`` and ``<[ids]>`` in rules by declared placeholder rules."""
-    spans = list(_special_spans(text))
-    if not spans:
-        return _Prepared(text)
-    words = set(re.findall(r"\w+", text))
-    stem = "zt"  # short, so that the placeholder fits and positions do not move
-    while any(w.startswith(stem) for w in words):
-        stem += "x"
-    out, tokens, names, last = [], {}, {}, 0
-    for k, (a, b) in enumerate(spans):
-        name = f"{stem}{k}".ljust(b - a, "_")
-        tokens[name] = _special_token(text[a:b], Span.at(text, a, source_name))
-        names[name] = text[a:b]
-        out.append(text[last:a] + name)
-        last = b
-    body = "".join(out) + text[last:] + "\n%declare " + " ".join(tokens) + "\n"
-    return _Prepared(body, tokens, names)
-
-
-def _special_spans(text: str):
-    i, n = 0, len(text)
-    while i < n:
-        c = text[i]
-        if c == '"' or (c == "/" and not text.startswith("//", i)):
-            i = _skip_quoted(text, i, c)
-        elif c == "#" or c == "/":
-            end = text.find("\n", i)
-            i = n if end < 0 else end
-        elif c == "<" and (m := _SPECIAL.match(text, i)):
-            yield m.span()
-            i = m.end()
-        else:
-            i += 1
-
-
-def _skip_quoted(text: str, i: int, quote: str) -> int:
-    j = i + 1
-    while j < len(text) and text[j] != quote and not (quote == '"' and text[j] == "\n"):
-        j += 2 if text[j] == "\\" else 1
-    return j + 1
-
-
-def _special_token(raw: str, span: Span) -> Expr:
-    if raw.startswith("<|"):
-        return TokenName(raw)  # the token's full text, brackets included
-    body = raw[2:-2]
-    if body == "*" or body.startswith("^"):
-        feature = "wildcard token <[*]>" if body == "*" else f"negated token set {raw}"
-        raise UnsupportedFeatureError(feature, span)
-    ids: list[int] = []
-    for item in body.split(","):
-        m = _TOKEN_ITEM.fullmatch(item)
-        if not m or (m.group(2) and int(m.group(2)) < int(m.group(1))):
-            raise GrammarSyntaxError(f"invalid token range {raw}", span)
-        lo, hi = int(m.group(1)), int(m.group(2) or m.group(1))
-        if hi - lo >= MAX_TOKEN_RANGE:
-            raise LimitExceededError("max_token_range", hi - lo + 1, MAX_TOKEN_RANGE, "token range", span)
-        ids.extend(range(lo, hi + 1))
-    return alt(*(Token(i) for i in ids))
 
 
 # ---------------------------------------------------------------- loading and lark's errors
@@ -289,8 +230,8 @@ def _load(text: str, src: _SourceMap, import_paths: list[str]) -> Any:
 def _from_unexpected(e: UnexpectedInput, message: str | None, src: _SourceMap) -> GramcError:
     offset = getattr(e, "pos_in_stream", None)
     if offset is None or offset < 0:
-        offset = _offset_of_line_col(src.text, e.line, e.column)
-    offset = min(offset, len(src.text))
+        offset = _offset_of_line_col(src.prepared, e.line, e.column)
+    offset = src.dialect.original(offset)
     extension = _extension_at(src.text, offset)
     if extension:
         return UnsupportedFeatureError(extension, src.at(offset))
@@ -359,7 +300,7 @@ _EXTENSIONS = (
         re.compile(r"\[\s*(lazy|stop|suffix|capture|max_tokens|temperature)\b"),
         "rule attribute [{0}] (llguidance/xgrammar)",
     ),
-    (re.compile(r"\{\s*-?[0-9]*\s*(?:,\s*-?[0-9]*\s*)?\}"), "{{m,n}} repetition (write x~m..n)"),
+    (re.compile(r"\{\s*-?[0-9]*\s*(?:,\s*-?[0-9]*\s*)?\}"), "{{m,n}} repetition without bounds"),
     (re.compile(r"&"), "terminal intersection & (llguidance)"),
     (re.compile(r"~\s*[/(\"A-Z]"), "terminal negation ~ (llguidance)"),
 )
@@ -374,10 +315,11 @@ def _extension_at(text: str, offset: int) -> str | None:
     return None
 
 
-def _check_declare(loaded: Any, prepared: _Prepared, src: _SourceMap) -> None:
+def _check_declare(loaded: Any, dialect: Dialect, src: _SourceMap) -> None:
+    placeholders = dialect.tokens.keys() | dialect.subgrammars.keys()
     declared = [n for n, (tree, _p) in loaded.term_defs if tree is None]
     declared += [
-        n for n, _p, tree, _o in loaded.rule_defs if tree is None and n not in prepared.tokens
+        n for n, _p, tree, _o in loaded.rule_defs if tree is None and n not in placeholders
     ]
     if not declared:
         return
@@ -397,19 +339,26 @@ def _check_declare(loaded: Any, prepared: _Prepared, src: _SourceMap) -> None:
 class _Lowerer:
     """Lower lark's loaded definitions, reachable from the start rule, to IR rules."""
 
-    def __init__(self, loaded: Any, src: _SourceMap, tokens: dict[str, Expr], limits: Limits):
+    def __init__(self, loaded: Any, src: _SourceMap, dialect: Dialect, limits: Limits,
+                 import_paths: list[str]):
         self.src = src
         self.rule_defs = {n: (tuple(p), t) for n, p, t, _o in loaded.rule_defs}
         self.term_defs = {n: t for n, (t, _p) in loaded.term_defs}
         self.ignore = list(dict.fromkeys(loaded.ignore))
-        self.tokens = tokens
+        self.dialect = dialect
+        self.tokens = dialect.tokens
+        self.limits = limits
+        self.import_paths = import_paths
         self.max_repeat = limits.max_repeat
-        self.terms = TerminalLowerer(self._span_of, limits)
+        self.terms = TerminalLowerer(self._span_of, limits, self._marker_literal)
         self.rules: dict[str, Expr | None] = {}
         self.queue: deque[tuple] = deque()
         self.instances: dict[tuple, str] = {}
         self.gap: Expr = Ref(IGNORE_RULE) if self.ignore else EMPTY
         self.current = ""
+        self.lexeme_stack: list[str] = []  # rules being inlined into a lexeme ([lazy] etc.)
+        self.sub_starts: dict[str, str] = {}  # %json / %lark placeholder -> its start rule
+        self.lazy: dict[str, Expr] = {}  # lazy rule -> its lexeme
 
     def run(self, start: str) -> Grammar:
         self._check_start(start)
@@ -418,11 +367,13 @@ class _Lowerer:
         self._rule_ref(start)
         if self.ignore:
             self.rules[IGNORE_RULE] = None
+            once = self.dialect.options.get("skip_repetition") == "once"
             self.rules[IGNORE_RULE] = repeat(
-                alt(*(self._term_ref(t) for t in self.ignore)), 0, None
+                alt(*(self._term_ref(t) for t in self.ignore)), 0, 1 if once else None
             )
         while self.queue:
             self._lower_next(*self.queue.popleft())
+        self._warn_competing_lexemes()
         # Every placeholder None is replaced once the queue is empty.
         return Grammar(cast("dict[str, Expr]", self.rules), START_RULE if self.ignore else start)
 
@@ -446,6 +397,8 @@ class _Lowerer:
         self.current = name
         if kind == "term":
             self.rules[name] = self._terminal(name)
+        elif kind == "rule" and name in self.dialect.attributes:
+            self.rules[name] = seq(self._attributed(name), self.gap)
         elif kind == "rule":
             self.rules[name] = self._expr(self.rule_defs[name][1], {})
         else:
@@ -513,12 +466,20 @@ class _Lowerer:
 
     def _symbol(self, sym: Any, env: dict) -> Expr:
         if isinstance(sym, Terminal):
+            if self.lexeme_stack:
+                return self._terminal(sym.name)
             return seq(self._term_ref(sym.name), self.gap)
         name = sym.name
         if name in env:
             return env[name][0]
-        if name in self.tokens:
-            return seq(self.tokens[name], self.gap)
+        if name in self.tokens or name in self.dialect.subgrammars:
+            if self.lexeme_stack:
+                raise self._not_a_lexeme(f"it uses {self.src.renames[name]}")
+            if name in self.tokens:
+                return seq(self.tokens[name], self.gap)
+            return seq(self._subgrammar(name), self.gap)
+        if self.lexeme_stack and name in self.rule_defs and not self.rule_defs[name][0]:
+            return self._inline_rule(name)
         if name not in self.rule_defs:
             raise GrammarSyntaxError(f"rule {name!r} is not defined", self.src.mention(name))
         if self.rule_defs[name][0]:
@@ -531,6 +492,8 @@ class _Lowerer:
 
     def _r_template_usage(self, node: Tree, env: dict) -> Expr:
         name = cast(NonTerminal, node.children[0]).name  # lark's loader: the template's name
+        if self.lexeme_stack:
+            raise self._not_a_lexeme(f"it uses the template {name}")
         params, tree = self.rule_defs[name]
         args = [(self._expr(a, env), self._display(a, env)) for a in node.children[1:]]
         key = (name, tuple(a[0] for a in args))
@@ -559,3 +522,122 @@ class _Lowerer:
         if isinstance(node, NonTerminal) and node.name in env:
             return env[node.name][1]
         return self.src.renames.get(node.name, node.name)
+
+    # ------------------------------------------------------------ llguidance extensions
+
+    def _marker_literal(self, value: str) -> Expr | None:
+        """The IR a marker literal stands for (None: ``value`` is not a marker)."""
+        if value not in self.dialect.markers:
+            return None
+        return self._marker(self.dialect.markers[value])
+
+    def _marker(self, value: Any) -> Expr:
+        """The IR of a marker literal's value: an expression, or an ``&``/``~`` tree."""
+        if not isinstance(value, Op):
+            return cast(Expr, value)
+        if value.kind == "term":
+            name = self.terms.name
+            try:
+                return self._terminal(value.args[0])
+            finally:
+                self.terms.name = name
+        parts = [self._marker(a) for a in value.args if isinstance(a, Op)]
+        span = self.src.definition(self.current)
+        if value.kind == "and":
+            return intersection(parts, span=span, limits=self.limits)
+        if value.kind == "not":
+            return complement(parts[0], span=span, limits=self.limits)
+        if value.kind == "seq":
+            return seq(*parts)
+        if value.kind == "alt":
+            return alt(*parts)
+        lo, hi = value.args[1], value.args[2]
+        if (hi or lo) > self.max_repeat:
+            raise LimitExceededError("max_repeat", hi or lo, self.max_repeat, "repetition", span)
+        return repeat(parts[0], lo, hi)
+
+    def _subgrammar(self, name: str) -> Expr:
+        """A reference to the start of an inline ``%json`` / ``%lark`` grammar, whose rules
+        join the grammar renamed ``<placeholder>.<rule>`` (an independent namespace)."""
+        if name not in self.sub_starts:
+            sub = self.dialect.subgrammars[name]
+            if sub.kind == "json":
+                g = _json_schema(sub.body, self.src.source_name, self.limits)
+            else:
+                g = parse_lark(sub.body, self.src.source_name, import_paths=self.import_paths,
+                               limits=self.limits)
+            renamed = {r: Ref(f"{name}.{r}") for r in g.rules}
+            for r, body in g.rules.items():
+                self.rules[f"{name}.{r}"] = substitute(body, renamed)
+            self.sub_starts[name] = f"{name}.{g.start}"
+        return Ref(self.sub_starts[name])
+
+    def _attributed(self, name: str) -> Expr:
+        """A rule with llguidance attributes: its body as one lexeme, made lazy by ``lazy``,
+        ``stop=`` or ``suffix=`` (the shortest strings of body·suffix)."""
+        attrs = self.dialect.attributes[name]
+        if attrs.unsupported:
+            feature = f"rule attribute [{attrs.unsupported[0]}]"
+            raise UnsupportedFeatureError(
+                feature, attrs.span, f"{feature} steers sampling or counts LLM tokens; it does "
+                "not define a language over bytes that gramc can compile")
+        if attrs.stop_is_empty:
+            raise UnsupportedFeatureError(
+                'rule attribute [stop=""]', attrs.span, 'stop="" ends the rule at the model\'s EOS '
+                "token, which llguidance then hides; that is not a language over bytes")
+        if not (attrs.lazy or attrs.stop or attrs.suffix):
+            return self._expr(self.rule_defs[name][1], {})  # [capture] only: same language
+        body = self._inline_rule(name)
+        closing = attrs.stop or attrs.suffix
+        if closing:
+            body = seq(body, self._terminal(closing))
+        shortest = shortest_matches(body, MAX_LAZY_STATES)
+        if shortest is None:
+            raise LimitExceededError(
+                "max_lazy_states", MAX_LAZY_STATES + 1, MAX_LAZY_STATES,
+                f"the lazy lexeme {name}", attrs.span)
+        self.lazy[name] = shortest
+        return shortest
+
+    def _warn_competing_lexemes(self) -> None:
+        """Warn where a named terminal has a string with a prefix that a lazy lexeme
+        matches: llguidance's lexer ends the lazy lexeme there and drops the terminal,
+        gramc has no lexer and keeps both (a larger language)."""
+        terminals = [t for t in self.term_defs if self.rules.get(t) is not None]
+        for name, lexeme in self.lazy.items():
+            started = seq(lexeme, repeat(ALL_BYTES_EXPR, 0, None))
+            for t in terminals:
+                both = intersection([cast(Expr, self.rules[t]), started], limits=self.limits)
+                if both is not NOTHING:
+                    warnings.warn(
+                        f"{self.src.definition(name)}: the lazy rule {name} can end inside "
+                        f"terminal {t}; llguidance's lexer would then end {name} and drop {t} "
+                        "where both can start, gramc (no lexer) keeps both and accepts more",
+                        GramcWarning, stacklevel=4)
+                    break
+
+    def _inline_rule(self, name: str) -> Expr:
+        """The body of rule ``name`` as one lexeme: terminals and rules inlined, no
+        ``%ignore`` gaps (llguidance: the body of a lazy rule is a single terminal)."""
+        if name in self.lexeme_stack:
+            raise self._not_a_lexeme(f"it is recursive through {name}", self.lexeme_stack[0])
+        gap, self.gap = self.gap, EMPTY
+        self.lexeme_stack.append(name)
+        try:
+            return self._expr(self.rule_defs[name][1], {})
+        finally:
+            self.lexeme_stack.pop()
+            self.gap = gap
+
+    def _not_a_lexeme(self, why: str, name: str | None = None) -> UnsupportedFeatureError:
+        name = name or self.lexeme_stack[0]
+        return UnsupportedFeatureError(
+            "non-regular body of a lazy rule", self.dialect.attributes[name].span,
+            f"rule {name} has [lazy], stop= or suffix=, so its body must be one lexeme, but {why}")
+
+
+def _json_schema(schema: Any, source_name: str, limits: Limits) -> Grammar:
+    """The grammar of an inline ``%json`` schema (gramc's JSON Schema frontend, defaults)."""
+    from gramc.schemas import schema_to_grammar
+
+    return schema_to_grammar(schema, source_name=source_name, limits=limits)[0]

@@ -183,9 +183,28 @@ def take_flags(src: str, flags: frozenset[str]) -> tuple[str, Flags]:
     return src, Flags(frozenset(letters))
 
 
+_SCOPED_DOTALL = re.compile(r"\(\?(s?)(?:-(s?))?:")
+
+
 def translate_tokens(toks: list[Tok], flags: Flags) -> str:
-    """The gramc ("unicode" dialect) text of ``toks``; no flag prefix."""
-    return "".join(_translate_token(t, flags) for t in toks)
+    """The gramc ("unicode" dialect) text of ``toks``; no flag prefix. A group with scoped
+    ``s`` flags, ``(?s:...)`` / ``(?-s:...)`` (llguidance's Rust syntax writes them), becomes
+    ``(?:...)`` whose dots follow the flag."""
+    out: list[str] = []
+    outer: list[Flags] = []
+    for t in toks:
+        if t.kind == "open" and (m := _SCOPED_DOTALL.fullmatch(t.text)) and (m.group(1) or m.group(2)):
+            outer.append(flags)
+            letters = flags.letters | {"s"} if m.group(1) else flags.letters - {"s"}
+            flags = Flags(frozenset(letters))
+            out.append("(?:")
+            continue
+        if t.kind == "open":
+            outer.append(flags)
+        elif t.kind == "close" and outer:
+            flags = outer.pop()
+        out.append(_translate_token(t, flags))
+    return "".join(out)
 
 
 def translate_regex(src: str, flags: frozenset[str]) -> str:

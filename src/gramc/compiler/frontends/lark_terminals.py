@@ -42,6 +42,7 @@ from lark.exceptions import GrammarError
 from lark.lexer import PatternStr
 
 from gramc.compiler.frontends import lark_regex as rx
+from gramc.compiler.frontends.lark_dialect import UNBOUNDED
 from gramc.compiler.frontends.regex import parse_regex
 from gramc.compiler.ir import (
     ALL_BYTES,
@@ -136,14 +137,15 @@ def is_prefix_free(e: Expr) -> bool:
     return not d.delta[d.accept].any()
 
 
-def shortest_matches(e: Expr) -> Expr | None:
-    """The strings of ``e`` none of whose proper prefixes is in ``e`` (None: too large).
+def shortest_matches(e: Expr, max_states: int = MAX_SHORTEST_STATES) -> Expr | None:
+    """The strings of ``e`` none of whose proper prefixes is in ``e`` (None: its DFA has
+    more than ``max_states`` states).
 
     >>> print(shortest_matches(seq(text("/"), repeat(byte_class(b"ab/"), 0, None), text("/"))))
     "/" [ab]* "/"
     """
     d = _dfa(e)
-    if d.start == 0 or d.n_states > MAX_SHORTEST_STATES:
+    if d.start == 0 or d.n_states > max_states:
         return NOTHING if d.start == 0 else None
     masks = [0] * d.n_byte_classes
     for b in range(256):
@@ -286,6 +288,10 @@ def repeat_bounds(args: list, span_of: SpanOf, max_repeat: int) -> tuple[int, in
     hi = int(args[2]) if len(args) > 2 else lo
     if lo < 0 or hi < lo:
         raise GrammarSyntaxError(f"bad repetition range ~{lo}..{hi}", span_of(args[1]))
+    if hi == UNBOUNDED:  # llguidance's x{m,}, written ~m..UNBOUNDED for lark's loader
+        if lo > max_repeat:
+            raise LimitExceededError("max_repeat", lo, max_repeat, "repetition", span_of(args[1]))
+        return lo, None
     if hi > max_repeat:
         raise LimitExceededError("max_repeat", hi, max_repeat, "repetition", span_of(args[1]))
     return lo, hi
@@ -360,9 +366,10 @@ class TerminalLowerer:
     stand-in); ``name`` is the terminal being lowered, for messages.
     """
 
-    def __init__(self, span_of: SpanOf, limits: Limits):
+    def __init__(self, span_of: SpanOf, limits: Limits, marker: Callable[[str], Expr | None]):
         self.span_of = span_of
         self.limits = limits
+        self.marker = marker  # a marker literal's IR, None for other literals (lark_dialect)
         self.name = ""
         self._memo: dict[int, list[Item]] = {}
 
@@ -443,6 +450,10 @@ class TerminalLowerer:
     # ------------------------------------------------------------ literals
 
     def _literal(self, token: LarkToken) -> list[Item]:
+        if token.type == "STRING" and str(token).startswith('"\\ue000'):
+            expr = self.marker(_lark_pattern(token).value)
+            if expr is not None:
+                return [Piece(expr)]
         if token.type == "STRING":
             return [Piece(self._checked(string_literal, token))]
         pattern = self._checked(_lark_pattern, token)

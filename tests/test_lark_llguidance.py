@@ -1,0 +1,264 @@
+"""llguidance's Lark dialect in the Lark frontend (gramc.compiler.frontends.lark_dialect).
+
+Each extension is checked against a reference that does not use gramc: Python's ``re`` (for
+``&``, ``~``, lazy lexemes), brute force (``{m,n}``, ``%regex`` substrings), ``jsonschema``
+(``%json``), and llguidance itself where it is installed (a differential test on every
+string over a small alphabet up to a length).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import re
+import warnings
+
+import pytest
+
+import gramc
+from gramc.compiler.frontends.lark import parse_lark
+from gramc.compiler.frontends.lark_dialect import prepare, structured_regex
+from gramc.errors import GramcWarning, GrammarSyntaxError, Span, UnsupportedFeatureError
+from gramc.runtime.check import check_artifact
+
+
+def accepts(grammar: str):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", GramcWarning)
+        art = gramc.compile(grammar, format="lark")
+    return lambda s: check_artifact(art, s.encode()).ok
+
+
+def strings(alphabet: str, max_len: int):
+    for n in range(max_len + 1):
+        for t in itertools.product(alphabet, repeat=n):
+            yield "".join(t)
+
+
+# ---------------------------------------------------------------- {m,n}
+
+
+@pytest.mark.parametrize("braces,tilde", [
+    ("{2,4}", "~2..4"), ("{3}", "~3"), ("{,2}", "~0..2"), ("{0}", "~0"),
+])
+@pytest.mark.parametrize("where", ["rule", "terminal"])
+def test_counted_repetition_is_lark_tilde(braces, tilde, where):
+    def g(op):
+        if where == "rule":
+            return f'start: ("a" | "bc"){op}\n'
+        return f'start: T\nT: ("a" | "bc"){op}\n'
+    ours, ref = accepts(g(braces)), accepts(g(tilde))
+    for s in strings("abc", 7):
+        assert ours(s) == ref(s), s
+
+
+def test_counted_repetition_unbounded():
+    ok = accepts('start: "ab"{2,} T\nT: /x/{1,}\n')
+    for s in strings("abx", 8):
+        assert ok(s) == bool(re.fullmatch(r"(ab){2,}x+", s)), s
+
+
+# ---------------------------------------------------------------- %regex substrings
+
+
+def substrings(chunks):
+    return {"".join(chunks[i:j]) for i in range(len(chunks) + 1) for j in range(i, len(chunks) + 1)}
+
+
+@pytest.mark.parametrize("spec,chunks", [
+    ({"substring_chunks": ["ab", "c", "ab"]}, ["ab", "c", "ab"]),
+    ({"substring_chars": "abca"}, list("abca")),
+    ({"substring_words": "ab  c.. ab"}, ["ab", "  ", "c", "..", " ", "ab"]),
+])
+def test_substring_regex_brute_force(spec, chunks):
+    expected = substrings(chunks)
+    for where in (f"start: %regex {json.dumps(spec)}\n", f"start: S\nS: %regex {json.dumps(spec)}\n"):
+        ok = accepts(where)
+        for s in strings("abc. ", 5):
+            assert ok(s) == (s in expected), (where, s)
+        assert all(ok(s) for s in expected)
+
+
+def test_substring_regex_errors():
+    span = Span.at("x", 0, "<t>")
+    for bad in ({}, {"substring_words": True}, {"foobar": "x"}, {"substring_chunks": [1]}):
+        with pytest.raises(GrammarSyntaxError):
+            structured_regex(bad, span)
+
+
+# ---------------------------------------------------------------- & and ~
+
+
+ALPHABET = "ab\n"
+TERMS = [  # (terminal body, reference predicate over Python re)
+    ("/[ab]+/ & /a.*/", lambda s: bool(re.fullmatch("[ab]+", s) and re.fullmatch("a.*", s))),
+    ("/[ab]*/ & ~/(?s:.*)aa(?s:.*)/",
+     lambda s: bool(re.fullmatch("[ab]*", s)) and not re.fullmatch("(?s:.*)aa(?s:.*)", s)),
+    ('~"a"', lambda s: s != "a"),
+    ('~"a"+', lambda s: s != "a"),  # (~"a")+: "a" is not a concatenation of non-"a" strings
+    ('"b" ~/a*/ "b"', lambda s: bool(re.fullmatch("b(?s:.*)b", s)) and not re.fullmatch("ba*b", s)),
+    ('/a+/ & /a{2}/ | "b"', lambda s: s in ("aa", "b")),
+    ('(/[ab]+/ | /\\n/) & ~/b+/', lambda s: bool(re.fullmatch("[ab]+|\n", s)) and not re.fullmatch("b+", s)),
+]
+
+
+@pytest.mark.parametrize("body,reference", TERMS, ids=[t[0] for t in TERMS])
+def test_terminal_and_not(body, reference):
+    ok = accepts(f"start: T\nT: {body}\n")
+    for s in strings(ALPHABET, 6):
+        assert ok(s) == reference(s), repr(s)
+
+
+def test_terminal_ops_are_terminals_only():
+    with pytest.raises(UnsupportedFeatureError):
+        parse_lark('start: "a" & "b"\n')
+
+
+def test_terminal_ops_continue_on_bar_lines():
+    ok = accepts('start: T\nT: /a+/ & /a{2}/\n | "b"\nU: "c"\n')
+    assert [s for s in strings("abc", 3) if ok(s)] == ["b", "aa"]
+
+
+# ---------------------------------------------------------------- lazy lexemes
+
+
+def shortest(pattern: str):
+    """Python reference: s matches and no proper prefix of s does."""
+    return lambda s: bool(re.fullmatch(pattern, s)) and not any(
+        re.fullmatch(pattern, s[:k]) for k in range(len(s)))
+
+
+LAZY = [  # (attributes, body, pattern of body+suffix)
+    ("lazy", "/[ab]*b/", "[ab]*b"),
+    ("lazy", "/a+/", "a+"),
+    ('suffix="b"', "/[ab]*/", "[ab]*b"),
+    ('stop="ab"', "/[ab]*/", "[ab]*ab"),
+    ("stop=/b+a/", "/[ab]{1,3}/", "[ab]{1,3}b+a"),
+    ('lazy, capture="x"', 'X "a"', "(b|ab)a"),
+]
+
+
+@pytest.mark.parametrize("attrs,body,pattern", LAZY, ids=[f"{a} {b}" for a, b, _p in LAZY])
+def test_lazy_lexemes_are_shortest_matches(attrs, body, pattern):
+    ok = accepts(f'start: "<" r ">"\nr[{attrs}]: {body}\nX: "b" | "ab"\n')
+    ref = shortest(pattern)
+    for s in strings("ab", 6):
+        assert ok(f"<{s}>") == ref(s), s
+
+
+def test_lazy_lexeme_is_one_lexeme_under_ignore():
+    ok = accepts('start: "<" r "b"\nr[stop=">"]: /[a-z]*/\n%ignore " "\n')
+    assert ok("< a> b") and ok("<a>b") and not ok("<a a>b")
+
+
+def test_capture_alone_keeps_the_language():
+    assert parse_lark('start: r\nr[capture]: "a" "b"+\n').rules["r"] == \
+        parse_lark('start: r\nr: "a" "b"+\n').rules["r"]
+
+
+@pytest.mark.parametrize("attr", ["max_tokens=5", "temperature=0.5", 'stop=""'])
+def test_attributes_that_are_not_languages_are_refused(attr):
+    with pytest.raises(UnsupportedFeatureError) as info:
+        parse_lark(f"start: r\nr[{attr}]: /a+/\n")
+    assert attr.split("=")[0] in info.value.feature
+
+
+def test_lazy_body_must_be_regular():
+    with pytest.raises(UnsupportedFeatureError, match="must be one lexeme"):
+        parse_lark('start: r\nr[lazy]: "(" r ")" | "x"\n')
+
+
+def test_lazy_competition_warns():
+    grammar = ('start: tool* tail\ntail: TEXT\nhead[lazy]: TEXT "<c>"\n'
+               'tool: head /[0-9]+/ "</c>"\nTEXT: /(.|\\n)*/\n')
+    with pytest.warns(GramcWarning, match="lazy rule head can end inside terminal TEXT"):
+        parse_lark(grammar)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", GramcWarning)
+        parse_lark('start: r "c"\nr[suffix="b"]: /[a-z]*/\nC: "c"\n')
+
+
+# ---------------------------------------------------------------- %json, %lark, %llguidance
+
+SCHEMA = {"type": "object", "properties": {"n": {"type": "integer", "maximum": 9}},
+          "required": ["n"], "additionalProperties": False}
+
+
+def test_inline_json_against_jsonschema():
+    jsonschema = pytest.importorskip("jsonschema")
+    ok = accepts(f'start: "call " %json {json.dumps(SCHEMA, indent=1)} "!"\n')
+    for value in [{"n": 3}, {"n": 12}, {"n": "3"}, {}, {"n": 1, "m": 2}, [1], 7]:
+        valid = jsonschema.Draft202012Validator(SCHEMA).is_valid(value)
+        assert ok(f"call {json.dumps(value)}!") == valid, value
+
+
+def test_inline_json_rules_have_their_own_namespace():
+    g = parse_lark('start: root %json {"type": "integer"}\nroot: "r"\n')
+    assert "root" in g.rules and any(r.endswith(".root") for r in g.rules)
+
+
+def test_nested_lark_has_its_own_namespace_and_ignore():
+    ok = accepts('start: item %lark {\n  start: item item\n  item: "b"\n  %ignore " "\n} item\n'
+                 'item: "a"\n')
+    assert ok("abba") and ok("ab ba") and not ok(" abba") and not ok("aba") and not ok("abbaa")
+
+
+def test_llguidance_options():
+    once = accepts('%llguidance {"skip_repetition": "once"}\n%ignore /[ ]{1,2}/\nstart: "a" "b"\n')
+    assert once("a  b") and not once("a   b")
+    assert accepts('%llguidance {"no_forcing": true}\nstart: "a"\n')("a")
+    for bad, cls in [('{"allow_invalid_utf8": true}', UnsupportedFeatureError),
+                     ('{"nope": 1}', UnsupportedFeatureError),
+                     ('{"no_forcing": "yes"}', GrammarSyntaxError)]:
+        with pytest.raises(cls):
+            parse_lark(f"%llguidance {bad}\nstart: \"a\"\n")
+
+
+def test_error_offsets_map_back_to_the_source():
+    d = prepare('start: <[1]> "a"{2,3} x\nx[lazy]: "b"\n', "<t>")
+    for needle in ('"a"', "x\n", '"b"'):
+        new = d.text.index(needle)
+        assert d.source[d.original(new) : d.original(new) + len(needle)] == needle
+    with pytest.raises(GrammarSyntaxError) as info:
+        parse_lark('start: <[1]> "a"{2,3} x\nx[lazy]: "b" (\n')
+    assert (info.value.span.line, info.value.span.col) == (2, 15)
+
+
+# ---------------------------------------------------------------- differential vs llguidance
+
+DIFF = [  # grammars without lexer decisions gramc does not make (no competing lexemes)
+    ('start: "a"{2,} "b"{,2}\n', "ab"),
+    ('start: A\nA: /[ab]+/ & ~/(?s:.*)ab(?s:.*)/\n', "ab"),
+    ('start: "x" %regex {"substring_chunks": ["ab", "b", "a"]} "y"\n', "abxy"),
+    ('start: "<" r ">"\nr[suffix=/b+/]: /[a]*/\n', "ab<>"),
+    ('start: "<" r ">"\nr[stop="ba"]: /[ab]*/\n', "ab<>"),
+    ('start: "<" r ">"\nr[lazy]: "a" "b"? ">"\n', "ab<>"),
+    ('start: %json {"type": "array", "items": {"enum": [1, 2]}, "maxItems": 2}\n', "[]1,2 "),
+    ('start: "a" x\nx: %lark {\nstart: "b"+\n}\n', "ab"),
+]
+
+
+@pytest.mark.parametrize("grammar,alphabet", DIFF, ids=range(len(DIFF)))
+def test_differential_llguidance(grammar, alphabet):
+    llg = pytest.importorskip("llguidance")
+
+    class ByteTokenizer:  # one token per byte, EOS 256
+        eos_token_id, bos_token_id = 256, None
+        tokens = [bytes([i]) for i in range(256)] + [b"<eos>"]
+        special_token_ids = [256]
+
+        def __call__(self, b):
+            return list(b)
+
+    tok = llg.LLTokenizer(llg.TokenizerWrapper(ByteTokenizer()), slices=[])
+    compiled = llg.LLMatcher.grammar_from_lark(grammar)
+
+    def reference(s: str) -> bool:
+        m = llg.LLMatcher(tok, compiled, log_level=0)
+        assert not m.is_error(), m.get_error()
+        return all(m.consume_token(b) for b in s.encode()) and m.is_accepting()
+
+    ok = accepts(grammar)
+    max_len = 5 if len(alphabet) <= 4 else 4
+    diffs = [s for s in strings(alphabet, max_len) if ok(s) != reference(s)]
+    assert not diffs, diffs[:10]
