@@ -189,6 +189,12 @@ def _rollout(run: Any, rows: _Rows, h: Any, token: int, depth: int) -> float:
     return total
 
 
+def count_continuations(matcher: Any, n: int) -> int:
+    """``W_n`` of the module doc for ``matcher``'s state: the token paths of ``n`` tokens
+    from here, a path ending early at EOS counted once, dead ends not at all."""
+    return _Counter().count(matcher, n)
+
+
 class _Counter:
     """``W_n`` of the module doc: token continuations within a horizon, memoised by DFA state.
 
