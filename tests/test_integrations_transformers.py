@@ -241,6 +241,42 @@ def test_logits_fn_with_the_reference_loop(gpt2_model, gpt2, compiled):
         f([])
 
 
+def test_logits_fn_branching_reuses_the_cache_and_matches_full_passes(gpt2_model, gpt2, compiled):
+    """Lookahead rollouts branch off the generated sequence: the cache is cut back to the
+    shared prefix, and every row equals a full forward pass over the same ids."""
+    def full(ids):
+        with torch.no_grad():
+            return gpt2_model(torch.tensor([ids])).logits[0, -1].numpy()
+
+    fed: list[int] = []
+    f = logits_fn(gpt2_model)
+    forward = gpt2_model.forward
+
+    def counting_forward(*args, **kwargs):
+        ids = kwargs.get("input_ids", args[0] if args else None)
+        fed.append(ids.shape[-1])
+        return forward(*args, **kwargs)
+
+    for ids in ([GPT2_EOS, 90, 1, 2], [GPT2_EOS, 90, 7], [GPT2_EOS, 90, 7, 8], [GPT2_EOS, 90, 7]):
+        assert np.allclose(f(ids), full(ids), atol=1e-4), ids
+    gpt2_model.forward = counting_forward
+    try:
+        f([GPT2_EOS, 90, 7, 9])  # branches after 3 shared ids: one new id fed
+        f([GPT2_EOS, 5])  # branches after the first id
+        assert fed == [1, 1]
+        artifact = compiled(RECORD)
+        calls: list[list[int]] = []
+        ref = generate(artifact, lambda ids: (calls.append(ids), full(ids))[1], prompt=[GPT2_EOS],
+                       max_tokens=30, lookahead=4, depth=2)
+        fed.clear()
+        r = generate(artifact, f, prompt=[GPT2_EOS], max_tokens=30, lookahead=4, depth=2)
+    finally:
+        del gpt2_model.forward
+    assert r.tokens == ref.tokens and r.model_calls == ref.model_calls == len(fed)
+    assert re.fullmatch(RECORD, r.text) and r.stop_reason == "eos"
+    assert sum(fed) < sum(len(c) for c in calls) / 4  # rollouts feed few ids, not whole sequences
+
+
 def test_gramc_demo_command(tmp_path):
     from click.testing import CliRunner
 

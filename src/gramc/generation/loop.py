@@ -15,6 +15,7 @@ from typing import Any, Callable, Iterable, Sequence
 import numpy as np
 
 from gramc.errors import GramcError, VocabularyError
+from gramc.generation.lookahead import DEFAULT_DEPTH, check_lookahead, lookahead_sample
 from gramc.generation.sampling import Sampler, as_row, candidates, log_softmax
 from gramc.vocab import Vocab
 
@@ -100,6 +101,9 @@ def generate(
     include_stop: bool = False,
     jump_forward: bool = True,
     finish: bool = False,
+    lookahead: int | None = None,
+    depth: int | None = None,
+    lookahead_weighting: str = "model",
     trace: Callable[[Step], None] | None = None,
 ) -> GenerationResult:
     """Generate one constrained sequence (or, with ``beam_size > 1``, the best of a beam search).
@@ -132,6 +136,14 @@ def generate(
             EOS where the vocabulary has one (``max_tokens`` does not count it). Where no
             completion fits (the budget allows nothing the plain mask allows), that step is
             masked as without ``finish``.
+        lookahead: soft lookahead (:mod:`gramc.generation.lookahead`): at each sampled step,
+            score the ``lookahead`` most likely allowed tokens by what follows them and
+            sample from the reweighted distribution. Rollout calls count in ``model_calls``.
+        depth: how many tokens lookahead looks past a candidate (default 4; 0: plain
+            top-K sampling).
+        lookahead_weighting: ``"model"`` (a greedy constrained model rollout: the path's
+            joint log-probability) or ``"count"`` (the number of ways to continue within
+            ``depth`` tokens; no model calls).
         trace: called with a :class:`Step` after every token (for debugging).
 
     End-of-sequence ids are allowed exactly where the grammar is complete; choosing one ends
@@ -142,6 +154,7 @@ def generate(
         raise ValueError("max_tokens must be >= 0")
     if beam_size < 1:
         raise ValueError("beam_size must be >= 1")
+    check_lookahead(lookahead, depth, lookahead_weighting, beam_size)
     matcher = grammar.matcher(max_rollback=0) if hasattr(grammar, "matcher") else grammar
     stops = _stop_list(stop)
     token_bytes = resolve_token_bytes(matcher, vocab, required=bool(stops))
@@ -150,6 +163,9 @@ def generate(
                jump_forward, max_tokens, trace, finish)
     if beam_size > 1:
         return run.beam_search(beam_size, length_penalty)
+    if lookahead is not None:
+        return lookahead_sample(run, Sampler(temperature, top_k, top_p), rng, int(lookahead),
+                                DEFAULT_DEPTH if depth is None else int(depth), lookahead_weighting)
     return run.sample(Sampler(temperature, top_k, top_p), rng)
 
 

@@ -201,9 +201,12 @@ class _GramcLogitsProcessor:
 def logits_fn(model: Any, device: Any = None) -> Callable[[list[int]], np.ndarray]:
     """A ``logits_fn`` for :func:`gramc.generation.generate` from a causal LM.
 
-    Keeps the key/value cache of the last sequence: a call whose ids extend the previous
-    call's feeds only the new ids (the common case for sampling and jump-forward); any other
-    call (beam search switching hypotheses) runs the whole sequence again.
+    Keeps the key/value cache of the last sequence and feeds only the ids past the longest
+    prefix it shares with this call's: the cache is cut back to that prefix (``crop``) when
+    the call branches off, so lookahead rollouts (:mod:`gramc.generation.lookahead`: each
+    candidate's rollout branches off the sequence generated so far) and beam search switching
+    hypotheses cost one forward pass over the new ids only. A cache without ``crop`` (an
+    older or custom cache class) runs the whole sequence again when a call branches off.
     """
     import inspect
 
@@ -218,10 +221,11 @@ def logits_fn(model: Any, device: Any = None) -> Callable[[list[int]], np.ndarra
         if not ids:
             raise ValueError("logits_fn needs at least one id (a prompt, e.g. the BOS token)")
         prev, past = state["ids"], state["past"]
-        if past is not None and len(ids) > len(prev) and ids[: len(prev)] == prev:
-            new = ids[len(prev):]
-        else:
-            new, past = ids, None
+        keep = _shared_prefix(prev, ids) if past is not None else 0
+        keep = min(keep, len(ids) - 1)  # the last id is fed again for its logits
+        if keep < len(prev) and not (keep > 0 and _crop(past, keep)):
+            keep = 0
+        new, past = ids[keep:], past if keep else None
         with torch.no_grad():
             out = model(torch.tensor([new], device=device), use_cache=True, **{cache_arg: past})
         state["ids"] = ids
@@ -229,6 +233,26 @@ def logits_fn(model: Any, device: Any = None) -> Callable[[list[int]], np.ndarra
         return out.logits[0, -1].float().cpu().numpy()
 
     return call
+
+
+def _shared_prefix(a: list[int], b: list[int]) -> int:
+    n = min(len(a), len(b))
+    for i in range(n):
+        if a[i] != b[i]:
+            return i
+    return n
+
+
+def _crop(past: Any, keep: int) -> bool:
+    """Cut a key/value cache back to its first ``keep`` positions in place; False when the
+    cache cannot be cut. A negative ``crop`` argument removes that many positions in both
+    transformers 4.x and 5.x (their positive arguments differ)."""
+    if not hasattr(past, "crop") or not hasattr(past, "get_seq_length"):
+        return False
+    have = int(past.get_seq_length())
+    if keep < have:
+        past.crop(keep - have)
+    return True
 
 
 @functools.cache
