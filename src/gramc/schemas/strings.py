@@ -265,16 +265,15 @@ class _LengthRestrictor:
         for node in postorder(e):
             if node in self.lengths:
                 continue
+            r: tuple[int, int | None]
             if isinstance(node, Token):
                 r = (1, 1)
-            elif isinstance(node, Seq):
+            elif isinstance(node, (Seq, Alt)):
                 spans = [self.lengths[c] for c in node.items]
-                hi = None if any(s[1] is None for s in spans) else sum(s[1] for s in spans)
-                r = (sum(s[0] for s in spans), hi)
-            elif isinstance(node, Alt):
-                spans = [self.lengths[c] for c in node.items]
-                hi = None if any(s[1] is None for s in spans) else max(s[1] for s in spans)
-                r = (min(s[0] for s in spans), hi)
+                highs = [s[1] for s in spans if s[1] is not None]
+                hi = None if len(highs) < len(spans) else sum(highs) if isinstance(node, Seq) else max(highs)
+                lows = [s[0] for s in spans]
+                r = (sum(lows) if isinstance(node, Seq) else min(lows), hi)
             elif isinstance(node, Repeat):
                 lo, hi = self.lengths[node.item]
                 if hi == 0:
