@@ -511,20 +511,20 @@ def _():
 
 @case("width", "schema-enum-100000", ok=[True, False], slow=True, wall=15)
 def _():
-    # A listed enum is one trie of spellings (schemas/trie.py): ~6 s, 120 MB, a DFA
+    # A listed enum is one trie of spellings (schemas/trie.py): ~3 s, 110 MB, a DFA (was 45 s, a PDA)
     values = [f"value-{i}" for i in range(100_000)]
     return language(json.dumps({"enum": values}), "json_schema", ['"value-99999"', '"value-100000"'])
 
 
 @case("width", "schema-enum-10000-integers", ok=[True, False])
 def _():
-    # Numbers are spelled from their digits into the enum's trie: 20,000 integers take ~4 s
+    # Numbers are spelled from their digits into the enum's trie: 20,000 integers take ~3 s (was 28 s)
     return language(json.dumps({"enum": list(range(0, 20_000, 2))}), "json_schema", ["19998", "19999"])
 
 
 @case("width", "schema-properties-2000", ok=[True, False], wall=15)
 def _():
-    # Many optional properties are a chain of rules (objects._chained_body): a PDA, ~6 s CPU, 120 MB
+    # Many optional properties are a chain of rules (objects._chained_body): ~7 s, 120 MB, a PDA (was 93 s, 3 GB)
     props = {f"p{i}": {"type": "integer"} for i in range(2000)}
     schema = {"type": "object", "properties": props, "additionalProperties": False}
     return language(json.dumps(schema), "json_schema", ['{"p1999":1}', '{"p2000":1}'])

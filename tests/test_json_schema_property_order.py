@@ -215,10 +215,10 @@ def test_a_chained_object_body_is_the_inline_one(required, extra, links):
     slots = [(literal(bytes([0x61 + i])), r) for i, r in enumerate(required)]
     other = literal(b"x") if extra else None
     with patch.object(objects, "CHAIN_LINKS", links):
-        chained = compiler._chained_body(slots, other)
-    inline = compiler._inline_body(slots, other, 0, None)
+        chained = compiler.objects._chained_body(slots, other)
+    inline = compiler.objects._inline_body(slots, other, 0, None)
     assert chained[0] == inline[0]
-    a, b = (build_dfa(Grammar({"root": body, **compiler.rules}, "root")) for body in (chained[1], inline[1]))
+    a, b = (build_dfa(Grammar({"root": body, **compiler.rules.bodies}, "root")) for body in (chained[1], inline[1]))
     assert all(np.array_equal(getattr(a, f), getattr(b, f)) for f in ("delta", "accept", "byte_class"))
 
 

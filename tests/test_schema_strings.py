@@ -22,10 +22,10 @@ from paths import SHARED, shared_path
 from gramc.compiler.dfa import build_dfa
 from gramc.compiler.ir import NOTHING, Grammar, alt
 from gramc.schemas.approx import InvalidKeyword, NotExpressible
-from gramc.schemas.formats import KNOWN_FORMATS, format_ir, format_pattern, format_spec
+from gramc.schemas.formats import KNOWN_FORMATS, format_pattern, format_spec
 from gramc.schemas.jsontext import string_literal_ir
 from gramc.schemas.langops import difference, is_empty
-from gramc.schemas.strings import json_codepoint_set_to_ir, json_string_excluding, json_string_ir
+from gramc.schemas.strings import format_ir, json_codepoint_set_to_ir, json_string_excluding, json_string_ir
 
 SETTINGS = settings(
     max_examples=int(os.environ.get("STRING_EXAMPLES", "60")),

@@ -15,39 +15,57 @@ over-approximated (reported).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Union
 
-from gramc.compiler.ir import EMPTY, NOTHING, Expr, alt, optional, repeat, seq
-from gramc.schemas.atoms import TRUE, Atom, Neg, Node
+from gramc.compiler.ir import NOTHING, Expr, alt, optional, repeat, seq
+from gramc.schemas.atoms import TRUE, Atom, Keywords, Neg, Node, Synth
+from gramc.schemas.numbers import expanded_size
+
+if TYPE_CHECKING:
+    from gramc.schemas.compiler import SchemaCompiler
 
 #: Largest expanded expression a ``contains`` automaton may produce before it is
 #: over-approximated.
 MAX_CONTAINS_SIZE = 400_000
 
 
+#: A ``contains`` to count: (atom, at least, at most, first position it applies to, where).
+Contains = tuple[Atom, int, Union[int, None], int, str]
+#: (can be empty, the non-empty bodies) of an array or object.
+Body = tuple[bool, Expr]
+
+
 @dataclass
 class ArrayPart:
-    atom: Atom
-    prefix: list
+    """What one part says about the items of an array."""
+
+    atom: Node | Synth
+    prefix: list[Atom]
     rest: Atom | None
 
 
 @dataclass
 class ArrayView:
-    parts: list = field(default_factory=list)
+    """What a conjunction of positive parts says about arrays."""
+
+    parts: list[ArrayPart] = field(default_factory=list)
     lo: int = 0
     hi: int | None = None
-    contains: list = field(default_factory=list)  # (atom, min, max, start, where)
+    contains: list[Contains] = field(default_factory=list)
     unique: str | None = None
-    unevaluated: list = field(default_factory=list)  # (owner pointer, atom)
+    unevaluated: list[tuple[str, Atom]] = field(default_factory=list)  # (owner pointer, atom)
     has_contains: str | None = None  # where a contains is (it evaluates the items it matches)
 
     @property
     def prefix_len(self) -> int:
         return max((len(p.prefix) for p in self.parts), default=0)
 
-    def position_atoms(self, i: int) -> frozenset:
-        atoms, evaluated = [], set()
+    def position_atoms(self, i: int) -> frozenset[Atom]:
+        """The atoms item ``i`` must satisfy."""
+        atoms: list[Atom] = []
+        evaluated: set[int] = set()
         for k, p in enumerate(self.parts):
             if i < len(p.prefix):
                 atoms.append(p.prefix[i])
@@ -67,10 +85,14 @@ class ArrayView:
         return frozenset(atoms)
 
 
-class ArrayMixin:
-    """Part of :class:`~gramc.schemas.compiler.SchemaCompiler`."""
+class Arrays:
+    """Builds arrays for a :class:`~gramc.schemas.compiler.SchemaCompiler`."""
 
-    def array_items(self, kw) -> tuple[list, Atom | None]:
+    def __init__(self, compiler: SchemaCompiler):
+        self.compiler = compiler
+
+    @staticmethod
+    def items(kw: Keywords) -> tuple[list[Atom], Atom | None]:
         """(positional subschemas, the subschema of the positions after them)."""
         if "prefixItems" in kw:
             rest = kw.sub("items") if "items" in kw and not isinstance(kw.get("items"), (list, tuple)) else None
@@ -79,61 +101,69 @@ class ArrayMixin:
             return kw.subs("items"), kw.sub("additionalItems")
         return [], kw.sub("items")
 
-    def _evaluated_items(self, marker, atoms) -> ArrayPart:
-        """A part that evaluates (without constraining) the positions ``atoms`` evaluate."""
+    def _evaluated_items(self, marker: Node | Synth, atoms: object) -> ArrayPart:
+        """A part that evaluates (without constraining) the positions ``atoms`` (an iterable
+        of atoms, or ``"all"``) evaluate."""
         n, rest = 0, None
-        if atoms == "all":
+        if atoms == "all" or not isinstance(atoms, Iterable):
             return ArrayPart(marker, [], TRUE)
-        for part in self.flatten(frozenset(atoms)).parts:
-            if not isinstance(part, Neg):
-                prefix, r = self.array_items(self.keywords(part))
-                n, rest = max(n, len(prefix)), rest or (TRUE if r is not None else None)
+        c = self.compiler
+        for part in c.positive(c.flatten(frozenset(atoms)).parts):
+            prefix, r = self.items(c.part(part))
+            n, rest = max(n, len(prefix)), rest or (TRUE if r is not None else None)
         return ArrayPart(marker, [TRUE] * n, rest)
 
-    def length_bounds(self, parts) -> tuple[int, int | None]:
+    def length_bounds(self, parts: Iterable[Atom]) -> tuple[int, int | None]:
+        """The tightest ``minItems`` and ``maxItems`` of the positive parts."""
+        c = self.compiler
         lo, hi = 0, None
-        for part in parts:
-            if isinstance(part, Neg):
-                continue
-            kw = self.keywords(part)
-            n = self.counted(kw, "minItems")
+        for part in c.positive(parts):
+            kw = c.part(part)
+            n = c.counted(kw, "minItems")
             lo = max(lo, n or 0)
-            n = self.counted(kw, "maxItems")
+            n = c.counted(kw, "maxItems")
             if n is not None:
                 hi = n if hi is None else min(hi, n)
         return lo, hi
 
-    def array_view(self, parts) -> ArrayView:
+    def view(self, parts: list[Node | Synth]) -> ArrayView:
+        """What the positive parts say about arrays, together."""
+        c = self.compiler
         view = ArrayView()
         view.lo, view.hi = self.length_bounds(parts)
         for part in parts:
-            kw = self.keywords(part)
+            kw = c.part(part)
             if "$evaluated" in kw:
                 view.parts.append(self._evaluated_items(part, kw.get("$evaluated")))
                 continue
-            prefix, rest = self.array_items(kw)
+            prefix, rest = self.items(kw)
             view.parts.append(ArrayPart(part, prefix, rest))
-            if "contains" in kw:
+            contains = kw.sub("contains")
+            if contains is not None:
                 view.has_contains = view.has_contains or kw.where("contains")
-                lo, hi = 1, None
-                if self.doc.draft >= 2019 or not isinstance(part, Node):
-                    lo = self.counted(kw, "minContains")
-                    lo = 1 if lo is None else lo
-                    hi = self.counted(kw, "maxContains")
+                lo: int | None = 1
+                hi: int | None = None
+                if c.doc.draft >= 2019 or not isinstance(part, Node):
+                    lo = c.counted(kw, "minContains")
+                    hi = c.counted(kw, "maxContains")
+                lo = 1 if lo is None else lo
                 if lo > 0 or hi is not None:
-                    view.contains.append((kw.sub("contains"), lo, hi, 0, kw.where("contains")))
+                    view.contains.append((contains, lo, hi, 0, kw.where("contains")))
             if "$containsRest" in kw:
                 view.contains.append((kw.get("$containsRest"), 1, None, len(prefix), kw.where()))
             if kw.get("uniqueItems") is True:
                 view.unique = view.unique or kw.where("uniqueItems")
-            if "unevaluatedItems" in kw and self.doc.draft >= 2019 and isinstance(part, Node):
-                view.unevaluated.append((part.pointer, kw.sub("unevaluatedItems")))
+            unevaluated = kw.sub("unevaluatedItems")
+            if unevaluated is not None and c.doc.draft >= 2019 and isinstance(part, Node):
+                view.unevaluated.append((part.pointer, unevaluated))
         return view
 
-    def build_array(self, parts: list, depth: int) -> Expr:
-        view = self.array_view(parts)
+    def build(self, parts: list[Node | Synth], depth: int) -> Expr:
+        """The arrays that satisfy every (positive) part."""
+        c = self.compiler
+        view = self.view(parts)
         if view.unevaluated and view.has_contains:
-            self.approx("unevaluatedItems", f"#{view.unevaluated[0][0]}/unevaluatedItems",
+            c.approx("unevaluatedItems", f"#{view.unevaluated[0][0]}/unevaluatedItems",
                         "items evaluated by 'contains' are not tracked; unevaluatedItems is not enforced")
             view.unevaluated = []
         lo, hi = view.lo, view.hi
@@ -142,7 +172,7 @@ class ArrayMixin:
         n_pos = view.prefix_len
         elems = []
         for i in range(n_pos + 1):
-            e = self.value(view.position_atoms(i), depth + 1)
+            e = c.value(view.position_atoms(i), depth + 1)
             elems.append(e)
             if e is NOTHING:  # no element can be at position i: the array ends before it
                 hi = i if hi is None else min(hi, i)
@@ -150,25 +180,25 @@ class ArrayMixin:
         if hi is not None and lo > hi:
             return NOTHING
         if view.unique and (hi is None or hi > 1):
-            self.approx("uniqueItems", view.unique, "uniqueness of array items is not enforced")
+            c.approx("uniqueItems", view.unique, "uniqueness of array items is not enforced")
         contains = view.contains
         if len(contains) > 1:
-            for c in contains[1:]:
-                self.approx("contains", c[4], "only one 'contains' per array is enforced")
+            for extra in contains[1:]:
+                c.approx("contains", extra[4], "only one 'contains' per array is enforced")
             contains = contains[:1]
         if contains:
             got = self._contains_body(view, elems, lo, hi, contains[0], depth)
             if got is not None:
-                return self.ws.wrap(b"[", b"]", *got)
-            self.approx("contains", contains[0][4], "counting 'contains' matches under these length "
-                        "bounds would make the grammar too large; it is not enforced")
+                return c.ws.wrap(b"[", b"]", *got)
+            c.approx("contains", contains[0][4], "counting 'contains' matches under these length "
+                     "bounds would make the grammar too large; it is not enforced")
         nullable, body = self._plain_body(elems, lo, hi)
-        return self.ws.wrap(b"[", b"]", nullable, body)
+        return c.ws.wrap(b"[", b"]", nullable, body)
 
     def _label(self, i: int, elem: Expr) -> Expr:
-        return elem if i == 0 else seq(self.ws.comma, elem)
+        return elem if i == 0 else seq(self.compiler.ws.comma, elem)
 
-    def _plain_body(self, elems: list, lo: int, hi: int | None) -> tuple[bool, Expr]:
+    def _plain_body(self, elems: list[Expr], lo: int, hi: int | None) -> Body:
         """Positions 0..len(elems)-2 are positional; the last element repeats."""
         n_pos = len(elems) - 1
         rest = elems[-1] if elems else NOTHING
@@ -179,7 +209,7 @@ class ArrayMixin:
         else:
             k_lo = max(lo - top, 0)
             k_hi = None if hi is None else hi - top
-            more = repeat(seq(self.ws.comma, rest), max(k_lo - 1, 0), None if k_hi is None else k_hi - 1)
+            more = repeat(seq(self.compiler.ws.comma, rest), max(k_lo - 1, 0), None if k_hi is None else k_hi - 1)
             tail = (k_lo == 0, seq(self._label(top, rest), more))
         for i in reversed(range(top)):
             nullable, ne = tail
@@ -187,8 +217,10 @@ class ArrayMixin:
             tail = (i >= lo, alt(take))
         return tail
 
-    def _contains_body(self, view: ArrayView, elems: list, lo: int, hi: int | None, contains,
-                       depth: int):
+    def _contains_body(self, view: ArrayView, elems: list[Expr], lo: int, hi: int | None, contains: Contains,
+                       depth: int) -> Body | None:
+        """The body with ``contains`` counted (None: too large to count)."""
+        c = self.compiler
         atom, k_min, k_max, start, _ = contains
         n_pos = len(elems) - 1
         i_cap = hi if hi is not None else max(n_pos, lo, start, 1)
@@ -198,27 +230,27 @@ class ArrayMixin:
 
         def options(i: int) -> tuple[Expr, Expr]:
             pos = view.position_atoms(min(i, n_pos))
-            marked = self.value(pos | {atom}, depth + 1) if i >= start else NOTHING
+            marked = c.value(pos | {atom}, depth + 1) if i >= start else NOTHING
             if k_max is None:
                 plain = elems[min(i, n_pos)]
             else:
-                plain = self.value(pos | {Neg(atom, atom.pointer)}, depth + 1)
+                plain = c.value(pos | {Neg(atom, atom.pointer)}, depth + 1)
             return plain, marked
 
-        memo: dict[tuple[int, int], tuple[bool, Expr]] = {}
+        memo: dict[tuple[int, int], Body] = {}
         for i in reversed(range(i_cap + 1)):
             plain, marked = options(i) if hi is None or i < hi else (NOTHING, NOTHING)
             for k in reversed(range(k_cap + 1)):
                 memo[(i, k)] = self._contains_state(i, k, i_cap, k_cap, k_min, k_max, lo, hi,
                                                     plain, marked, memo)
         result = memo[(0, 0)]
-        from gramc.schemas.objects import _tree_size
-
-        if _tree_size(result[1], MAX_CONTAINS_SIZE) > MAX_CONTAINS_SIZE:
+        if expanded_size(result[1]) > MAX_CONTAINS_SIZE:
             return None
         return result
 
-    def _contains_state(self, i, k, i_cap, k_cap, k_min, k_max, lo, hi, plain, marked, memo):
+    def _contains_state(self, i: int, k: int, i_cap: int, k_cap: int, k_min: int, k_max: int | None, lo: int,
+                        hi: int | None, plain: Expr, marked: Expr, memo: dict[tuple[int, int], Body]) -> Body:
+        """State (position ``i``, ``k`` matches counted) of the ``contains`` automaton."""
         final = i >= lo and k >= k_min
         if hi is not None and i >= hi:
             return final, NOTHING
@@ -246,4 +278,4 @@ class ArrayMixin:
         return final, alt(seq(loop, after), rest)
 
 
-__all__ = ["ArrayMixin", "EMPTY"]
+__all__ = ["Arrays", "ArrayView"]

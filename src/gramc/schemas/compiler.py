@@ -10,9 +10,13 @@ number, boolean, null), of the instances of that kind that satisfy every atom. F
 3. Disjunctive keywords (``anyOf``, ``oneOf``, ``if``/``then``/``else``, dependencies, and for
    objects and arrays ``not``) are distributed: one branch at a time joins the conjunction
    (:mod:`gramc.schemas.combinators`).
-4. What is left is a plain conjunction of keywords, built by kind: strings and numbers from
-   the leaf primitives (``not`` subtracted as a regular language), objects by
-   :mod:`gramc.schemas.objects`, arrays by :mod:`gramc.schemas.arrays`.
+4. What is left is a plain conjunction of keywords, built by kind: strings, numbers, booleans
+   and null by :mod:`gramc.schemas.scalars` (``not`` subtracted as a regular language),
+   objects by :mod:`gramc.schemas.objects`, arrays by :mod:`gramc.schemas.arrays`.
+
+Those three and :mod:`gramc.schemas.combinators` (step 3) are the walker's collaborators:
+each an object holding the compiler and its own caches, asking the walker for the
+languages of what lies inside (:meth:`SchemaCompiler.value`, :meth:`SchemaCompiler.lang`).
 
 Values inside arrays and objects are compiled through :meth:`value`, which memoises by
 conjunction; meeting a conjunction again while it is being compiled makes it a grammar rule,
@@ -22,25 +26,26 @@ which is how recursive schemas become recursive grammars.
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable, Collection, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, Iterator
+from typing import Any
 
-from gramc.compiler.ir import NOTHING, Expr, Grammar, Ref, alt, literal, walk
+from gramc.compiler.ir import NOTHING, Expr, Grammar, Ref, alt
 from gramc.compiler.stackless import LEVELS_PER_STACK, on_fresh_stack
 from gramc.errors import GramcWarning, LimitExceededError, SchemaError
 from gramc.limits import DEFAULT_LIMITS, Limits
-from gramc.schemas import leaves
-from gramc.schemas.arrays import ArrayMixin
+from gramc.schemas.arrays import Arrays
 from gramc.schemas.atoms import FALSE, TRUE, Atom, Keywords, Neg, Node, Synth
-from gramc.schemas.combinators import CombinatorMixin
-from gramc.schemas.jsontext import (PLAIN_NUMBER, Whitespace, canonical_string_universe, canonical_text,
-                                    kind_of, listed_ir)
+from gramc.schemas.combinators import Combinators
+from gramc.schemas.jsontext import Whitespace, canonical_text, kind_of, listed_ir
 from gramc.schemas.langops import difference, intersection
-from gramc.schemas.objects import ObjectMixin, any_order_body
+from gramc.schemas.objects import Objects, any_order_body
 from gramc.schemas.options import Approximation, Restriction, SchemaOptions
 from gramc.schemas.refs import Document, display
+from gramc.schemas.rules import Rules
+from gramc.schemas.scalars import Scalars
 from gramc.schemas.validation import ValueChecker
 
 KINDS = ("object", "array", "string", "number", "boolean", "null")
@@ -64,14 +69,14 @@ MEANINGFUL = frozenset({
 class Flat:
     """A flattened conjunction: positive parts and Neg atoms, in a stable order."""
 
-    parts: tuple
+    parts: tuple[Atom, ...]
     false: bool = False
 
 
 FALSE_FLAT = Flat((), True)
 
 
-class SchemaCompiler(CombinatorMixin, ObjectMixin, ArrayMixin):
+class SchemaCompiler:
     """Compiles one schema document; see the module docstring."""
 
     def __init__(self, doc: Document, options: SchemaOptions = SchemaOptions(),
@@ -83,39 +88,31 @@ class SchemaCompiler(CombinatorMixin, ObjectMixin, ArrayMixin):
         self.approximations: list[Approximation] = []
         self.restrictions: list[Restriction] = []
         self.notes: list[str] = []
-        self.rules: dict[str, Expr] = {}
+        self.rules = Rules()
         self.lexemes: set[Expr] = set()  # see Grammar.lexemes
+        self.branches = 0
+        self.objects = Objects(self)
+        self.arrays = Arrays(self)
+        self.scalars = Scalars(self)
+        self.combinators = Combinators(self)
         self._checker: ValueChecker | None = None
-        self._keywords: dict[Atom, Any] = {}
-        self._flat: dict[frozenset, Flat] = {}
+        self._listed: dict[Node | Synth, dict[str, list[Any]]] = {}  # see finite
+        self._keywords: dict[Node | Synth, Keywords | bool] = {}
+        self._flat: dict[frozenset[Atom], Flat] = {}
         self._lang: dict[tuple, tuple[Expr, bool]] = {}
         self._values: dict[tuple, Expr] = {}
         self._value_active: set[tuple] = set()
         self._needs_rule: dict[tuple, str] = {}
-        self._levels: list[set] = [set()]
+        self._levels: list[set[tuple]] = [set()]
         self._nesting = 0  # lang() calls in progress (see _nested)
         self._frames: list[list[bool]] = []
-        self._names: set[str] = set()
-        self.branches = 0
-        self._string_universe: Expr | None = None
         self._quiet = 0
 
     # ------------------------------------------------------------ entry point
 
     def compile(self) -> Grammar:
         """The grammar of the whole document (start rule ``root``)."""
-        expr = self.value(frozenset({Node("")}), 0)
-        rules = {"root": expr, **self.rules}
-        made = {ref.name for ref in getattr(self, "_member_rules", {}).values()}
-        if made:  # member rules of object bodies that ended up unused (beside a NOTHING)
-            reached, todo = {"root"}, ["root"]
-            while todo:
-                for node in walk(rules[todo.pop()]):
-                    if isinstance(node, Ref) and node.name not in reached and node.name in rules:
-                        reached.add(node.name)
-                        todo.append(node.name)
-            rules = {n: b for n, b in rules.items() if n in reached or n not in made}
-        return Grammar(rules, "root", self.lexemes)
+        return self.rules.grammar(self.value(frozenset({Node("")}), 0), self.lexemes)
 
     # ------------------------------------------------------------ reporting
 
@@ -172,6 +169,11 @@ class SchemaCompiler(CombinatorMixin, ObjectMixin, ArrayMixin):
             self.limits.check("max_repeat", n, f"{key} at {kw.where(key)}")
         return n
 
+    def note(self, message: str) -> None:
+        """A warning that is not an approximation (an unknown format, an annotation)."""
+        if message not in self.notes:
+            self.notes.append(message)
+
     def count_branches(self, n: int, where: str) -> None:
         self.branches += n
         if self.branches > self.options.max_branches:
@@ -180,7 +182,7 @@ class SchemaCompiler(CombinatorMixin, ObjectMixin, ArrayMixin):
 
     # ------------------------------------------------------------ atoms
 
-    def keywords(self, atom: Atom) -> Keywords | bool:
+    def keywords(self, atom: Node | Synth) -> Keywords | bool:
         """The keyword view of a positive atom (True/False for boolean schemas)."""
         kw = self._keywords.get(atom)
         if kw is None:
@@ -199,12 +201,25 @@ class SchemaCompiler(CombinatorMixin, ObjectMixin, ArrayMixin):
             kw = self._keywords[atom] = Keywords(atom, raw, self.doc)
         return kw
 
+    def part(self, atom: Atom) -> Keywords:
+        """The keywords of a positive part of a flattened conjunction (never a boolean
+        schema: :meth:`flatten` drops ``true`` and turns ``false`` into a false Flat)."""
+        kw = self.keywords(atom) if not isinstance(atom, Neg) else None
+        if not isinstance(kw, Keywords):
+            raise TypeError(f"{atom.where} is not a positive part of a flattened conjunction")
+        return kw
+
+    @staticmethod
+    def positive(parts: Iterable[Atom]) -> list[Node | Synth]:
+        """The parts that are not negations, in their order."""
+        return [p for p in parts if not isinstance(p, Neg)]
+
     def checker(self) -> ValueChecker:
         if self._checker is None:
             self._checker = ValueChecker(self.doc)
         return self._checker
 
-    def flatten(self, conj) -> Flat:
+    def flatten(self, conj: Collection[Atom]) -> Flat:
         """Expand ``$ref``/``allOf``, turn ``not`` into Neg atoms, drop empty parts."""
         key = frozenset(conj)
         flat = self._flat.get(key)
@@ -212,13 +227,14 @@ class SchemaCompiler(CombinatorMixin, ObjectMixin, ArrayMixin):
             flat = self._flat[key] = self._flatten(key)
         return flat
 
-    def order(self, atoms) -> list[Atom]:
+    @staticmethod
+    def order(atoms: Iterable[Atom]) -> list[Atom]:
         """Atoms in the order the compiler met them (see :attr:`Node.order`; then a stable
         tie-break): this order decides the order of declared properties from several parts."""
-        rank = {Node: 0, Synth: 1, Neg: 2}
+        rank: dict[type, int] = {Node: 0, Synth: 1, Neg: 2}
         return sorted(atoms, key=lambda a: (a.order, rank[type(a)], a.sort_key))
 
-    def _flatten(self, conj: frozenset) -> Flat:
+    def _flatten(self, conj: frozenset[Atom]) -> Flat:
         parts: dict[Atom, None] = {}  # insertion-ordered: discovery order
         stack = self.order(conj)[::-1]
         seen: set[Atom] = set()
@@ -246,7 +262,7 @@ class SchemaCompiler(CombinatorMixin, ObjectMixin, ArrayMixin):
             stack.extend(reversed(self._expand(atom, kw, parts)))
         return Flat(tuple(parts))
 
-    def _expand(self, atom: Atom, kw: Keywords, parts: dict) -> list[Atom]:
+    def _expand(self, atom: Node | Synth, kw: Keywords, parts: dict[Atom, None]) -> list[Atom]:
         """Add the rest of ``atom`` to ``parts``; return the atoms it expands into (in order)."""
         out: list[Atom] = []
         if isinstance(atom, Node):
@@ -263,14 +279,15 @@ class SchemaCompiler(CombinatorMixin, ObjectMixin, ArrayMixin):
                     return out
             out.extend(kw.subs("allOf"))
             drop = [k for k in ("$ref", "$dynamicRef", "allOf") if k in kw]
-            if "not" in kw:
-                out.append(Neg(kw.sub("not"), atom.pointer + "/not"))
+            negated = kw.sub("not")
+            if negated is not None:
+                out.append(Neg(negated, atom.pointer + "/not"))
                 drop.append("not")
             if "if" not in kw:
                 drop.extend(k for k in ("then", "else") if k in kw)
             if drop:
                 atom = atom.without(*drop)
-                kw = self.keywords(atom)
+                kw = self.part(atom)
         if any(k in MEANINGFUL for k in kw.raw):
             parts[atom] = None
         return out
@@ -286,13 +303,11 @@ class SchemaCompiler(CombinatorMixin, ObjectMixin, ArrayMixin):
                     f"{self.doc.dynamic_anchors[name]} schemas with $dynamicAnchor {name!r}; not enforced")
         return True
 
-    def types(self, parts) -> frozenset:
+    def types(self, parts: Iterable[Atom]) -> frozenset[str]:
         """The JSON types every positive part allows (``int``/``num`` for numbers)."""
         allowed = ALL_TYPES
-        for part in parts:
-            if isinstance(part, Neg):
-                continue
-            kw = self.keywords(part)
+        for part in self.positive(parts):
+            kw = self.part(part)
             if "type" not in kw:
                 continue
             t = kw.get("type")
@@ -313,7 +328,7 @@ class SchemaCompiler(CombinatorMixin, ObjectMixin, ArrayMixin):
         return allowed
 
     @staticmethod
-    def kinds(types: frozenset) -> list[str]:
+    def kinds(types: frozenset[str]) -> list[str]:
         return [k for k in KINDS if (k in types) or (k == "number" and types & {"int", "num"})]
 
     # ------------------------------------------------------------ values (memoised, rules)
@@ -324,7 +339,7 @@ class SchemaCompiler(CombinatorMixin, ObjectMixin, ArrayMixin):
     def too_deep(self, depth: int) -> bool:
         return self.options.max_depth is not None and depth >= self.options.max_depth
 
-    def value(self, conj, depth: int) -> Expr:
+    def value(self, conj: Collection[Atom], depth: int) -> Expr:
         """The language of a conjunction in value position (memoised; recursive -> rule)."""
         flat = self.flatten(conj)
         if flat.false:
@@ -345,13 +360,11 @@ class SchemaCompiler(CombinatorMixin, ObjectMixin, ArrayMixin):
             self._levels.pop()
             self._value_active.discard(key)
         if key in self._needs_rule:
-            name = self._needs_rule[key]
-            self.rules[name] = expr
-            expr = Ref(name)
+            expr = self.rules.define(self._needs_rule[key], expr)
         self._values[key] = expr
         return expr
 
-    def _rule_name(self, parts: tuple, depth: int | None) -> str:
+    def _rule_name(self, parts: tuple[Atom, ...], depth: int | None) -> str:
         if not parts:
             base = "any_value"
         elif len(parts) == 1 and isinstance(parts[0], Node) and not parts[0].omit:
@@ -364,11 +377,7 @@ class SchemaCompiler(CombinatorMixin, ObjectMixin, ArrayMixin):
             base = "schema"
         if depth is not None:
             base = f"{base}_d{depth}"
-        name, i = base, 2
-        while name in self._names or name == "root":
-            name, i = f"{base}_{i}", i + 1
-        self._names.add(name)
-        return name
+        return self.rules.fresh(base)
 
     def lang_all(self, flat: Flat, depth: int) -> Expr:
         """The language of a flattened conjunction over all JSON kinds."""
@@ -377,7 +386,7 @@ class SchemaCompiler(CombinatorMixin, ObjectMixin, ArrayMixin):
 
     # ------------------------------------------------------------ one kind
 
-    def lang(self, conj, kind: str, depth: int) -> Expr:
+    def lang(self, conj: Collection[Atom], kind: str, depth: int) -> Expr:
         """The instances of JSON kind ``kind`` that satisfy every atom of ``conj``."""
         flat = self.flatten(conj)
         if flat.false or kind not in self.kinds(self.types(flat.parts)):
@@ -408,7 +417,7 @@ class SchemaCompiler(CombinatorMixin, ObjectMixin, ArrayMixin):
         self._lang[key] = (expr, f[0])
         return expr
 
-    def _nested(self, step, parts: tuple, *args) -> Expr:
+    def _nested(self, step: Callable[..., Expr], parts: tuple[Atom, ...], *args: object) -> Expr:
         """``step(parts, *args)`` one level deeper into the schema (a value inside an array
         or object, a subschema of ``anyOf``...). The walk recurses once per level: deeper than
         ``limits.max_nesting`` is an error, and every :data:`LEVELS_PER_STACK` levels it goes
@@ -422,19 +431,19 @@ class SchemaCompiler(CombinatorMixin, ObjectMixin, ArrayMixin):
             return on_fresh_stack(step, parts, *args)
         return step(parts, *args)
 
-    def _lang_one(self, parts: tuple, kind: str, depth: int) -> Expr:
+    def _lang_one(self, parts: tuple[Atom, ...], kind: str, depth: int) -> Expr:
         finite = self.finite(parts, kind)
         if finite is not None:
             return finite
-        split = self.disjunction(parts, kind)
+        split = self.combinators.disjunction(parts, kind)
         if split is not None:
-            return self.distribute(parts, split, kind, depth)
-        positive = [p for p in parts if not isinstance(p, Neg)]
+            return self.combinators.distribute(parts, split, kind, depth)
+        positive = self.positive(parts)
         if kind == "object":
-            return self.build_object(positive, depth)
+            return self.objects.build(positive, depth)
         if kind == "array":
-            return self.build_array(positive, depth)
-        expr = self.build_scalar(positive, kind)
+            return self.arrays.build(positive, depth)
+        expr = self.scalars.build(positive, kind)
         for neg in (p for p in parts if isinstance(p, Neg)):
             expr = self.subtract(expr, neg, kind, depth)
         return expr
@@ -449,59 +458,50 @@ class SchemaCompiler(CombinatorMixin, ObjectMixin, ArrayMixin):
             self.approx("not", neg.where, f"the negated schema is itself approximated for {kind}s, "
                         "so it is not subtracted")
             return expr
-        return difference(intersection(expr, self.universe(kind)), other)
-
-    def universe(self, kind: str) -> Expr:
-        """The spellings within which every leaf language of ``kind`` is complete (it holds all
-        of them for each of its values), so that a difference taken inside is exact."""
-        if kind == "number":
-            return PLAIN_NUMBER
-        if kind == "string":
-            if self._string_universe is None:
-                self._string_universe = canonical_string_universe(self.any_string())
-            return self._string_universe
-        return alt(literal(b"true"), literal(b"false"), literal(b"null"))
+        return difference(intersection(expr, self.scalars.universe(kind)), other)
 
     # ------------------------------------------------------------ enum / const
 
-    def finite(self, parts: tuple, kind: str) -> Expr | None:
+    def finite(self, parts: tuple[Atom, ...], kind: str) -> Expr | None:
         """The listed values of ``kind`` that satisfy every part, or None without a list."""
-        source, listing = None, None
-        for part in parts:
-            if isinstance(part, Neg):
-                continue
-            kw = self.keywords(part)
-            if "const" in kw or "enum" in kw:
-                source, listing = kw, part
-                break
-        if source is None:
+        listing = next((p for p in self.positive(parts) if "const" in self.part(p) or "enum" in self.part(p)), None)
+        if listing is None:
             return None
-        if "const" in source:
-            candidates = [source.get("const")]
-        else:
-            candidates = source.get("enum")
-            if not isinstance(candidates, list):
-                raise source.fail("enum", "an array")
-            if isinstance(listing, Node):
-                # Each candidate is in its own enum: checking that again is a scan of the
-                # whole list per value, quadratic in the enum's size.
-                parts = tuple(listing.without("enum") if p is listing else p for p in parts)
-        out, seen = [], set()
+        source = self.part(listing)
+        if "enum" in source and "const" not in source and isinstance(listing, Node):
+            # Each candidate is in its own enum: checking that again is a scan of the whole
+            # list per value, quadratic in the enum's size.
+            parts = tuple(listing.without("enum") if p is listing else p for p in parts)
+        out = []
         checker = self.checker()
         checks = [checker.predicate(p) for p in parts]
         members = None
         if self.options.property_order == "any":
             members = partial(self._listed_members, where=source.where("const" if "const" in source else "enum"))
-        for value in candidates:
-            if kind_of(value) != kind:
-                continue
-            text = canonical_text(value)
-            if text in seen:
-                continue
+        for value in self._listed_of_kind(listing, source).get(kind, []):
             if all(check(value) for check in checks):
-                seen.add(text)
                 out.append(value)
         return listed_ir(out, self.ws, members)
+
+    def _listed_of_kind(self, listing: Node | Synth, source: Keywords) -> dict[str, list[Any]]:
+        """The distinct values ``source`` lists (``const`` or ``enum``) by JSON kind, in their
+        order (sorted once: the walker asks once per kind)."""
+        by_kind = self._listed.get(listing)
+        if by_kind is None:
+            if "const" in source:
+                candidates = [source.get("const")]
+            else:
+                candidates = source.get("enum")
+                if not isinstance(candidates, list):
+                    raise source.fail("enum", "an array")
+            by_kind = self._listed[listing] = {}
+            seen: set[str] = set()
+            for value in candidates:
+                text = canonical_text(value)
+                if text not in seen:
+                    seen.add(text)
+                    by_kind.setdefault(kind_of(value), []).append(value)
+        return by_kind
 
     def _listed_members(self, items: list[Expr], where: str) -> Expr:
         """The members of a listed object in any order (``property_order="any"``), or in the
@@ -511,97 +511,9 @@ class SchemaCompiler(CombinatorMixin, ObjectMixin, ArrayMixin):
             self.restrict("enum", where, f"a listed object with {len(items)} members, more than "
                           f"json_any_order_max_properties={k}, is accepted in its listed member order only")
             return self.ws.separated(items)
-        return any_order_body(items, [True] * len(items), None, self.ws.comma)[1]
-
-    # ------------------------------------------------------------ scalars
-
-    def build_scalar(self, parts: list, kind: str) -> Expr:
-        if kind == "null":
-            return literal(b"null")
-        if kind == "boolean":
-            return alt(literal(b"true"), literal(b"false"))
-        if kind == "string":
-            return self.build_string(parts)
-        return self.build_number(parts)
-
-    def build_string(self, parts: list) -> Expr:
-        lo, hi, patterns, formats, where = None, None, [], [], {}
-        for part in parts:
-            kw = self.keywords(part)
-            n = kw.count("minLength")
-            if n is not None and (lo is None or n > lo):
-                lo, where["minLength"] = n, kw.where("minLength")
-            n = kw.count("maxLength")
-            if n is not None and (hi is None or n < hi):
-                hi, where["maxLength"] = n, kw.where("maxLength")
-            for key, acc in (("pattern", patterns), ("format", formats)):
-                s = kw.string(key)
-                if s is not None and s not in acc:
-                    acc.append(s)
-                    where.setdefault(key, kw.where(key))
-        if lo is not None and hi is not None and lo > hi:
-            return NOTHING
-        where[""] = where.get("pattern") or where.get("format") or (parts[0].where if parts else "#")
-        expr = self.string_leaf(lo, hi, patterns[0] if patterns else None, formats[0] if formats else None, where)
-        for extra in patterns[1:]:
-            expr = intersection(expr, self.string_leaf(None, None, extra, None, where))
-        for extra in formats[1:]:
-            expr = intersection(expr, self.string_leaf(None, None, None, extra, where))
-        return expr
-
-    def string_leaf(self, lo, hi, pattern, fmt, where) -> Expr:
-        return leaves.string_ir(lo, hi, pattern, fmt, where, self.approx, self.options.strict, self.note,
-                                self.limits)
-
-    def note(self, message: str) -> None:
-        """A warning that is not an approximation (an unknown format, an annotation)."""
-        if message not in self.notes:
-            self.notes.append(message)
-
-    def build_number(self, parts: list) -> Expr:
-        integer = "num" not in self.types(parts)
-        lower: list = []  # (value, exclusive, keyword, where)
-        upper: list = []
-        multiples, where = [], {}
-        for part in parts:
-            kw = self.keywords(part)
-            self._bounds(kw, lower, upper)
-            m = kw.number("multipleOf")
-            if m is not None:
-                if m <= 0:
-                    raise SchemaError("multipleOf must be greater than 0", kw.where("multipleOf"))
-                multiples.append(m)
-                where.setdefault("multipleOf", kw.where("multipleOf"))
-        bounds = {}
-        for items, pick, names in ((lower, max, ("minimum", "exclusive_minimum")),
-                                   (upper, min, ("maximum", "exclusive_maximum"))):
-            if items:
-                value, exclusive, keyword, at = pick(items, key=lambda t: _bound_key(t, pick is max))
-                bounds[names[1] if exclusive else names[0]] = value
-                where[keyword] = at
-        where[""] = next(iter(where.values()), parts[0].where if parts else "#")
-        multiple = leaves.lcm_of(multiples) if multiples else None
-        return leaves.number_ir(integer, bounds, multiple, where, self.approx)
-
-    @staticmethod
-    def _bounds(kw: Keywords, lower: list, upper: list) -> None:
-        for key, exkey, acc in (("minimum", "exclusiveMinimum", lower), ("maximum", "exclusiveMaximum", upper)):
-            value = kw.number(key)
-            ex = kw.get(exkey)
-            if isinstance(ex, bool):  # draft-04: a flag on minimum / maximum
-                if value is not None:
-                    acc.append((value, ex, exkey if ex else key, kw.where(exkey if ex else key)))
-                continue
-            if value is not None:
-                acc.append((value, False, key, kw.where(key)))
-            if ex is not None:
-                acc.append((kw.number(exkey), True, exkey, kw.where(exkey)))
-
-
-def _bound_key(item: tuple, lower: bool):
-    value, exclusive = leaves.exact_fraction(item[0]), item[1]
-    # for equal values the exclusive bound is the tighter one
-    return (value, exclusive) if lower else (value, not exclusive)
+        body = any_order_body(items, [True] * len(items), None, self.ws.comma)
+        assert body is not None  # no bound on its states was given
+        return body[1]
 
 
 def warn_approximations(items: list[Approximation], source_name: str) -> None:

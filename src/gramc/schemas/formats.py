@@ -38,8 +38,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cache
 
-from gramc.compiler.ir import Expr
-
 
 @dataclass(frozen=True)
 class FormatSpec:
@@ -244,24 +242,3 @@ def format_pattern(
     if spec is None or (not spec.exact and not allow_approximate):
         return None
     return spec.pattern
-
-
-def format_ir(
-    name: str, *, allow_approximate: bool = False, exact_leap_seconds: bool = False
-) -> Expr | None:
-    """The IR of the JSON string BODY (between the quotes, every JSON spelling) whose decoded
-    value is in format ``name``; None as for :func:`format_pattern`.
-
-    >>> format_ir("uuid") is not None, format_ir("idn-email"), format_ir("hostname")
-    (True, None, None)
-    >>> format_ir("hostname", allow_approximate=True) is not None
-    True
-    """
-    pattern = format_pattern(
-        name, allow_approximate=allow_approximate, exact_leap_seconds=exact_leap_seconds
-    )
-    if pattern is None:
-        return None
-    from gramc.schemas.strings import _format_body
-
-    return _format_body(name, allow_approximate, exact_leap_seconds)

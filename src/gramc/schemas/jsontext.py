@@ -34,7 +34,7 @@ from gramc.compiler.stackless import Call
 from gramc.errors import SchemaError
 from gramc.schemas.approx import NotExpressible
 from gramc.schemas.numbers import value_spellings
-from gramc.schemas.trie import trie
+from gramc.schemas.trie import byte_units, trie
 
 JSON_WS_BYTES = b" \t\n\r"
 QUOTE = literal(b'"')
@@ -104,6 +104,8 @@ def string_literal_ir(value: str, all_spellings: bool = False) -> Expr:
 def string_units(value: str, all_spellings: bool = False) -> list[Expr]:
     """:func:`string_literal_ir` but for its closing quote, as trie units: the opening quote,
     then the spellings of each character."""
+    if not all_spellings and value.isascii() and value.isprintable() and '"' not in value and "\\" not in value:
+        return [QUOTE, *byte_units(value.encode())]  # each character spelled raw only
     return [QUOTE, *(_char_unit(c, all_spellings) for c in value)]
 
 

@@ -20,10 +20,10 @@ from functools import lru_cache
 from gramc.automata.tables import DEAD, DFATable
 from gramc.compiler.dfa import build_dfa
 from gramc.compiler.ir import NOTHING, Expr, Grammar
-from gramc.compiler.regular import combine, dfa_to_ir
+from gramc.compiler.regular import combine
 from gramc.limits import DEFAULT_LIMITS
 
-__all__ = ["dfa_of", "intersection", "difference", "is_empty", "matches", "dfa_to_ir"]
+__all__ = ["dfa_of", "intersection", "difference", "is_empty", "matches"]
 
 
 @lru_cache(maxsize=4096)

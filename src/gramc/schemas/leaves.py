@@ -70,17 +70,16 @@ def string_ir(min_length: int | None, max_length: int | None, pattern: str | Non
         pass
     except LimitExceededError as err:
         length = err.where in ("minLength", "maxLength")
-        where = f"{err.where} at {at(err.where)}" if length else f"{err.where} in the pattern at {at('pattern')}"
-        raise LimitExceededError(err.limit, err.value, err.maximum, where, err.span) from None
+        place = f"{err.where} at {at(err.where)}" if length else f"{err.where} in the pattern at {at('pattern')}"
+        raise LimitExceededError(err.limit, err.value, err.maximum, place, err.span) from None
     except ValueError as err:
         raise SchemaError(str(err), at("minLength")) from None
-    core = []
+    built = []
     if pattern is not None:
-        core.append(_one(lambda: json_string_ir(pattern=pattern, limits=limits), at, report))
+        built.append(_one(lambda: json_string_ir(pattern=pattern, limits=limits), at, report))
     if fmt is not None:
-        core.append(_format_lang(fmt, at("format"), report, strict))
-    core = [x for x in core if x is not None]
-    out = _intersect(core, "format", at("format"), report)
+        built.append(_format_lang(fmt, at("format"), report, strict))
+    out = _intersect([x for x in built if x is not None], "format", at("format"), report)
     if min_length or max_length is not None:
         lengths = _one(lambda: json_string_ir(min_length, max_length, limits=limits), at, report)
         if lengths is not None:
@@ -124,7 +123,9 @@ def _intersect(langs: list[Expr], keyword: str, where: str, report: Report) -> E
     from gramc.errors import LimitExceededError
     from gramc.schemas.langops import intersection
 
-    out = langs[0] if langs else None
+    if not langs:
+        return None
+    out = langs[0]
     for other in langs[1:]:
         try:
             out = intersection(out, other)

@@ -243,7 +243,7 @@ def _to_fraction(value: Number, keyword: str) -> Fraction:
     if not value.is_finite():
         raise ValueError(f"{keyword} must be finite, got {value!r}")
     _, digits, exp = value.as_tuple()
-    if abs(exp) > MAX_BOUND_DIGITS or len(digits) > MAX_BOUND_DIGITS:
+    if abs(int(exp)) > MAX_BOUND_DIGITS or len(digits) > MAX_BOUND_DIGITS:
         raise NotExpressible(keyword, f"the number {value} has too many digits (limit {MAX_BOUND_DIGITS})")
     return Fraction(value)
 
@@ -300,7 +300,7 @@ def _split(x: Fraction, keyword: str = "minimum") -> tuple[int, str]:
     """A non-negative finite decimal as (integer part, fraction digits without trailing zeros)."""
     a = x.numerator // x.denominator
     r = x - a
-    digits = []
+    digits: list[str] = []
     while r:
         if len(digits) > MAX_BOUND_DIGITS:
             raise NotExpressible(keyword, f"the bound {x} has too many fraction digits")

@@ -27,13 +27,19 @@ than ``2 ** any_order_max_properties`` states keep schema order, reported as a
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from gramc.compiler.ir import EMPTY, NOTHING, Alt, Expr, Ref, Repeat, Seq, alt, optional, repeat, seq
-from gramc.schemas.atoms import FALSE, TRUE, Atom, Neg, Node
+from gramc.compiler.ir import EMPTY, NOTHING, Expr, alt, optional, repeat, seq
+from gramc.schemas.atoms import FALSE, TRUE, Atom, Keywords, Node, Synth
 from gramc.schemas.jsontext import string_literal_ir
 from gramc.schemas.langops import difference, intersection, is_empty, matches
+from gramc.schemas.numbers import expanded_size
 from gramc.schemas.strings import json_string_excluding
+
+if TYPE_CHECKING:
+    from gramc.schemas.compiler import SchemaCompiler
 
 #: Largest expanded expression (tree size) an object body may have before counting
 #: constraints (minProperties/maxProperties) are over-approximated.
@@ -48,11 +54,20 @@ CHAIN_BLOCK = 32
 MAX_OVERLAPPING_PATTERNS = 6
 
 
+#: Object members as (member expression, required) slots, in schema order.
+Slot = tuple[Expr, bool]
+#: The key regions of undeclared names: (region, (languages to intersect, languages to
+#: subtract)); a region None when the patterns could not be told apart.
+Region = tuple[frozenset[str] | None, tuple[tuple[Expr, ...], tuple[Expr, ...]]]
+
+
 @dataclass
 class ObjPart:
-    atom: Atom
-    props: dict
-    patterns: list  # (regex, atom, where)
+    """What one part says about the members of an object."""
+
+    atom: Node | Synth
+    props: dict[str, Atom]
+    patterns: list[tuple[str, Atom, str]]  # (regex, atom, where)
     additional: Atom | None
     annotates: bool
 
@@ -61,13 +76,13 @@ class ObjPart:
 class ObjectView:
     """What a conjunction of positive parts says about objects."""
 
-    parts: list = field(default_factory=list)
-    names: list = field(default_factory=list)
-    required: set = field(default_factory=set)
+    parts: list[ObjPart] = field(default_factory=list)
+    names: list[str] = field(default_factory=list)
+    required: set[str] = field(default_factory=set)
     lo: int = 0
     hi: int | None = None
-    property_names: list = field(default_factory=list)
-    unevaluated: list = field(default_factory=list)  # (owner pointer, atom)
+    property_names: list[Atom] = field(default_factory=list)
+    unevaluated: list[tuple[str, Atom]] = field(default_factory=list)  # (owner pointer, atom)
     default_false: bool = False
     inexact_patterns: bool = False
 
@@ -81,15 +96,16 @@ class ObjectView:
         others = {o for o, _ in self.unevaluated if o != owner}
         return {i for i, p in enumerate(self.parts) if isinstance(p.atom, Node) and p.atom.pointer in others}
 
-    def value_atoms(self, compiler, name: str) -> frozenset | None:
+    def value_atoms(self, compiler: SchemaCompiler, name: str) -> frozenset[Atom] | None:
         """The atoms the value of member ``name`` must satisfy (None: the name is forbidden)."""
-        atoms, evaluated = [], set()
+        atoms: list[Atom] = []
+        evaluated: set[int] = set()
         for i, p in enumerate(self.parts):
             hit = name in p.props
             if hit:
                 atoms.append(p.props[name])
             for rx, atom, _ in p.patterns:
-                found = compiler.pattern_matches(rx, name)
+                found = compiler.scalars.pattern_matches(rx, name)
                 if found is None:  # an inexact pattern: neither applied nor "not matched"
                     hit = True
                 elif found:
@@ -102,7 +118,7 @@ class ObjectView:
                 evaluated.add(i)
         return self._finish(compiler, atoms, evaluated)
 
-    def _finish(self, compiler, atoms: list, evaluated: set) -> frozenset | None:
+    def _finish(self, compiler: SchemaCompiler, atoms: list[Atom], evaluated: set[int]) -> frozenset[Atom] | None:
         for owner, atom in self.unevaluated:
             if not (evaluated | self.inner_owners(owner)) & self.members_of(owner):
                 atoms.append(atom)
@@ -111,10 +127,11 @@ class ObjectView:
         conj = frozenset(atoms)
         return None if compiler.flatten(conj).false else conj
 
-    def region_atoms(self, compiler, region: frozenset) -> frozenset | None:
+    def region_atoms(self, compiler: SchemaCompiler, region: frozenset[str]) -> frozenset[Atom] | None:
         """The atoms the value of an undeclared name must satisfy when it matches exactly
         the patterns in ``region``."""
-        atoms, evaluated = [], set()
+        atoms: list[Atom] = []
+        evaluated: set[int] = set()
         for i, p in enumerate(self.parts):
             hits = [atom for rx, atom, _ in p.patterns if rx in region]
             if hits:
@@ -128,20 +145,23 @@ class ObjectView:
         return self._finish(compiler, atoms, evaluated)
 
 
-class ObjectMixin:
-    """Part of :class:`~gramc.schemas.compiler.SchemaCompiler`."""
+class Objects:
+    """Builds objects for a :class:`~gramc.schemas.compiler.SchemaCompiler`."""
+
+    def __init__(self, compiler: SchemaCompiler):
+        self.compiler = compiler
 
     # ------------------------------------------------------------ the view
 
-    def object_view(self, parts) -> ObjectView:
+    def view(self, parts: Iterable[Atom]) -> ObjectView:
+        """What the positive parts say about objects, together."""
+        c = self.compiler
         view = ObjectView()
         seen_names: dict[str, None] = {}
         required: dict[str, None] = {}
         any_additional = False
-        for part in parts:
-            if isinstance(part, Neg):
-                continue
-            kw = self.keywords(part)
+        for part in c.positive(parts):
+            kw = c.part(part)
             if "$evaluated" in kw:
                 view.parts.append(self._evaluated_part(part, kw.get("$evaluated")))
                 seen_names.update(dict.fromkeys(view.parts[-1].props))
@@ -156,68 +176,55 @@ class ObjectMixin:
             seen_names.update(dict.fromkeys(props))
             names = self._draft3_required(kw) if isinstance(kw.get("required"), bool) else kw.names("required")
             required.update(dict.fromkeys(names))
-            n = self.counted(kw, "minProperties")
+            n = c.counted(kw, "minProperties")
             view.lo = max(view.lo, n or 0)
-            n = self.counted(kw, "maxProperties")
+            n = c.counted(kw, "maxProperties")
             if n is not None:
                 view.hi = n if view.hi is None else min(view.hi, n)
-            if "propertyNames" in kw:
-                view.property_names.append(kw.sub("propertyNames"))
-            if "unevaluatedProperties" in kw and self.doc.draft >= 2019 and isinstance(part, Node):
-                view.unevaluated.append((part.pointer, kw.sub("unevaluatedProperties")))
+            property_names = kw.sub("propertyNames")
+            if property_names is not None:
+                view.property_names.append(property_names)
+            unevaluated = kw.sub("unevaluatedProperties")
+            if unevaluated is not None and c.doc.draft >= 2019 and isinstance(part, Node):
+                view.unevaluated.append((part.pointer, unevaluated))
                 any_additional = True
         view.names = list({**seen_names, **required})
         view.required = set(required)
         declares = any(p.props or p.patterns for p in view.parts)
-        view.default_false = declares and not any_additional and not self.options.additional_properties_default
+        view.default_false = declares and not any_additional and not c.options.additional_properties_default
         return view
 
-    def _evaluated_part(self, marker, atoms) -> ObjPart:
-        """A part that evaluates (without constraining) what ``atoms`` declare."""
-        props, patterns, additional = {}, [], None
-        if atoms == "all":
+    def _evaluated_part(self, marker: Node | Synth, atoms: object) -> ObjPart:
+        """A part that evaluates (without constraining) what ``atoms`` (an iterable of atoms,
+        or ``"all"``) declare."""
+        props: dict[str, Atom] = {}
+        patterns: list[tuple[str, Atom, str]] = []
+        additional = None
+        if atoms == "all" or not isinstance(atoms, Iterable):
             return ObjPart(marker, props, patterns, TRUE, True)
-        for part in self.flatten(frozenset(atoms)).parts:
-            if isinstance(part, Neg):
-                continue
-            kw = self.keywords(part)
+        for part in self.compiler.positive(self.compiler.flatten(frozenset(atoms)).parts):
+            kw = self.compiler.part(part)
             props.update(dict.fromkeys(kw.submap("properties"), TRUE))
             patterns += [(rx, TRUE, "") for rx in kw.submap("patternProperties")]
             if "additionalProperties" in kw:
                 additional = TRUE
         return ObjPart(marker, props, patterns, additional, True)
 
-    def _draft3_required(self, kw) -> list[str]:
-        self.approx("required", kw.where("required"), "a boolean 'required' (draft-03) is ignored")
+    def _draft3_required(self, kw: Keywords) -> list[str]:
+        self.compiler.approx("required", kw.where("required"), "a boolean 'required' (draft-03) is ignored")
         return []
-
-    def pattern_lang(self, regex: str, where: str = "#") -> Expr | None:
-        """The JSON string literals whose value matches ``regex`` (None: not exactly);
-        ``where`` locates it for the error if it is no regular expression."""
-        cache = self.__dict__.setdefault("_pattern_langs", {})
-        if regex not in cache:
-            from gramc.schemas import leaves
-
-            failures: list = []
-            expr = leaves.string_ir(None, None, regex, None, {"": where}, lambda *a: failures.append(a),
-                                    limits=self.limits)
-            cache[regex] = None if failures else expr  # the caller reports a failure
-        return cache[regex]
-
-    def pattern_matches(self, regex: str, name: str) -> bool | None:
-        lang = self.pattern_lang(regex)
-        if lang is None:
-            return None
-        return matches(lang, json.dumps(name).encode())
 
     # ------------------------------------------------------------ building
 
-    def build_object(self, parts: list, depth: int) -> Expr:
-        view = self.object_view(parts)
+    def build(self, parts: list[Node | Synth], depth: int) -> Expr:
+        """The objects that satisfy every (positive) part."""
+        view = self.view(parts)
         if view.hi is not None and view.lo > view.hi:
             return NOTHING
+        c = self.compiler
         names_lang = self._names_lang(view, depth)
-        slots, slot_names = [], []
+        slots: list[Slot] = []
+        slot_names: list[str] = []
         for name in view.names:
             member = self._declared_member(view, name, names_lang, depth)
             if member is NOTHING:
@@ -233,56 +240,55 @@ class ObjectMixin:
             lo = 0
         if hi is not None and extra is None and hi >= len(slots):
             hi = None
-        if self.options.property_order == "any" and (len(slots) > 1 or (slots and extra is not None)):
+        if c.options.property_order == "any" and (len(slots) > 1 or (slots and extra is not None)):
             where = parts[0].where if parts else "#"
             got = self._any_order(slots, slot_names, extra, lo, hi, where)
             if got is not None:
-                return self.ws.wrap(b"{", b"}", *got)
+                return c.ws.wrap(b"{", b"}", *got)
         nullable, body = self._body(slots, extra, lo, hi)
-        if (lo or hi is not None) and _tree_size(body, MAX_BODY_SIZE) > MAX_BODY_SIZE:
+        if (lo or hi is not None) and expanded_size(body) > MAX_BODY_SIZE:
             where = parts[0].where if parts else "#"
-            self.approx("minProperties" if lo else "maxProperties", where,
-                        "counting members over this many optional properties would make the grammar "
-                        "too large; the count is not enforced")
+            c.approx("minProperties" if lo else "maxProperties", where,
+                     "counting members over this many optional properties would make the grammar "
+                     "too large; the count is not enforced")
             nullable, body = self._body(slots, extra, 0, None)
-        return self.ws.wrap(b"{", b"}", nullable, body)
+        return c.ws.wrap(b"{", b"}", nullable, body)
 
     def _names_lang(self, view: ObjectView, depth: int) -> Expr | None:
         if not view.property_names:
             return None
-        return self.lang(frozenset(view.property_names), "string", depth)
+        return self.compiler.lang(frozenset(view.property_names), "string", depth)
 
-    def _declared_member(self, view: ObjectView, name: str, names_lang, depth: int) -> Expr:
+    def _declared_member(self, view: ObjectView, name: str, names_lang: Expr | None, depth: int) -> Expr:
         if names_lang is not None and not matches(names_lang, json.dumps(name).encode()):
             return NOTHING
-        atoms = view.value_atoms(self, name)
+        atoms = view.value_atoms(self.compiler, name)
         if atoms is None:
             return NOTHING
-        value = self.value(atoms, depth + 1)
+        value = self.compiler.value(atoms, depth + 1)
         if value is NOTHING:
             return NOTHING
-        return self.ws.member(string_literal_ir(name), value)
+        return self.compiler.ws.member(string_literal_ir(name), value)
 
-    def _other_members(self, view: ObjectView, names_lang, depth: int) -> Expr | None:
+    def _other_members(self, view: ObjectView, names_lang: Expr | None, depth: int) -> Expr | None:
         """One undeclared member (any region), or None when none is allowed."""
         regions = self._regions(view)
-        if regions is None:
-            return None
         out = []
         for region, key_parts in regions:
             # region None: the patterns could not be told apart; any value stands in
-            atoms = frozenset() if region is None else view.region_atoms(self, region)
+            atoms = frozenset() if region is None else view.region_atoms(self.compiler, region)
             if atoms is None:
                 continue
-            value = self.value(atoms, depth + 1)
+            value = self.compiler.value(atoms, depth + 1)
             if value is NOTHING:
                 continue
             key = self._region_key(view, names_lang, key_parts)
             if key is not None:
-                out.append(self.ws.member(key, value))
+                out.append(self.compiler.ws.member(key, value))
         return alt(*out) if out else None
 
-    def _region_key(self, view: ObjectView, names_lang: Expr | None, key_parts) -> Expr | None:
+    def _region_key(self, view: ObjectView, names_lang: Expr | None,
+                    key_parts: tuple[tuple[Expr, ...], tuple[Expr, ...]]) -> Expr | None:
         """The names of one region: intersected with its patterns and ``propertyNames``,
         less the other patterns and the declared names (products only where needed: they
         are exact but their expressions can be deep); None when there are none."""
@@ -290,10 +296,10 @@ class ObjectMixin:
         for lang in key_parts[0]:
             key = lang if key is None else intersection(key, lang)
         if key_parts[1]:
-            key = difference(self.any_string() if key is None else key, alt(*key_parts[1]))
+            key = difference(self.compiler.scalars.any_string() if key is None else key, alt(*key_parts[1]))
         if key is None:  # any name but the declared ones: built as their trie, kept whole
             key = json_string_excluding(view.names)
-            self.lexemes.add(key)
+            self.compiler.lexemes.add(key)
             return key
         inside = [n for n in view.names if matches(key, json.dumps(n).encode())]
         if inside:
@@ -301,29 +307,31 @@ class ObjectMixin:
             key = difference(key, spellings)
         return None if is_empty(key) else key
 
-    def _regions(self, view: ObjectView):
-        """[(region, (languages to intersect, languages to subtract))] or None."""
+    def _regions(self, view: ObjectView) -> list[Region]:
+        """The regions of undeclared names (see :data:`Region`)."""
+        c = self.compiler
         patterns: dict[str, str] = {}
         for p in view.parts:
             for rx, _, where in p.patterns:
                 patterns.setdefault(rx, where)
-        langs = {rx: self.pattern_lang(rx, patterns[rx]) for rx in patterns}
-        inexact = [rx for rx, lang in langs.items() if lang is None]
+        found = {rx: c.scalars.pattern_lang(rx, patterns[rx]) for rx in patterns}
+        inexact = [rx for rx, lang in found.items() if lang is None]
         for rx in inexact:
-            self.approx("patternProperties", patterns[rx], f"the pattern {rx!r} cannot be matched "
-                        "exactly, so the names it governs are not checked against it")
+            c.approx("patternProperties", patterns[rx], f"the pattern {rx!r} cannot be matched "
+                     "exactly, so the names it governs are not checked against it")
+        langs = {rx: lang for rx, lang in found.items() if lang is not None}
         if inexact:
             return [(None, ((), ()))]
         rxs = sorted(patterns)
         overlap = {(a, b) for i, a in enumerate(rxs) for b in rxs[i + 1:]
                    if not is_empty(intersection(langs[a], langs[b]))}
-        regions = [(frozenset(), ((), tuple(langs[r] for r in rxs)))]
+        regions: list[Region] = [(frozenset(), ((), tuple(langs[r] for r in rxs)))]
         if not overlap:
             regions += [(frozenset({r}), ((langs[r],), ())) for r in rxs]
             return regions
         if len(rxs) > MAX_OVERLAPPING_PATTERNS:
-            self.approx("patternProperties", patterns[rxs[0]], f"{len(rxs)} overlapping patterns; names "
-                        "matching several of them are not checked against all of their schemas")
+            c.approx("patternProperties", patterns[rxs[0]], f"{len(rxs)} overlapping patterns; names "
+                     "matching several of them are not checked against all of their schemas")
             return [(None, ((), ()))]
         for mask in range(1, 1 << len(rxs)):
             chosen = [r for i, r in enumerate(rxs) if mask >> i & 1]
@@ -333,25 +341,22 @@ class ObjectMixin:
             regions.append((frozenset(chosen), (tuple(langs[r] for r in chosen), others)))
         return regions
 
-    def any_string(self) -> Expr:
-
-        return self.string_leaf(None, None, None, None, {})
-
     # ------------------------------------------------------------ any order
 
-    def _any_order(self, slots: list, names: list[str], extra: Expr | None, lo: int, hi: int | None,
+    def _any_order(self, slots: list[Slot], names: list[str], extra: Expr | None, lo: int, hi: int | None,
                    where: str) -> tuple[bool, Expr] | None:
         """(can be empty, the non-empty bodies) with the members in any order, or None (with
         a reported restriction) when that needs more states than the option allows."""
-        k = self.options.any_order_max_properties
+        c = self.compiler
+        k = c.options.any_order_max_properties
         if len(slots) > k:
-            self.restrict("properties", where, f"{len(slots)} declared properties are more than "
+            c.restrict("properties", where, f"{len(slots)} declared properties are more than "
                           f"json_any_order_max_properties={k} (any order needs 2^{len(slots)} states); "
                           "this object's members are accepted in schema order only")
             return None
         required = [r for _, r in slots]
-        if any_order_body([m for m, _ in slots], required, extra, self.ws.comma, lo, hi, max_states=1 << k) is None:
-            self.restrict("minProperties" if lo else "maxProperties", where,
+        if any_order_body([m for m, _ in slots], required, extra, c.ws.comma, lo, hi, max_states=1 << k) is None:
+            c.restrict("minProperties" if lo else "maxProperties", where,
                           f"counting the members of {len(slots)} declared properties in any order needs "
                           f"more than 2^{k} states (json_any_order_max_properties={k}); this object's "
                           "members are accepted in schema order only")
@@ -360,26 +365,13 @@ class ObjectMixin:
         # DFA path inlines them again, and when the grammar is compiled as a PDA instead,
         # each subset state then costs a few nodes (one call per member) rather than a copy
         # of every remaining member's name.
-        members = [self._member_rule(m, f"member_{_rule_base(name)}") for (m, _), name in zip(slots, names)]
-        extra = None if extra is None else self._member_rule(extra, "other_member")
-        return any_order_body(members, required, extra, self.ws.comma, lo, hi)
-
-    def _member_rule(self, expr: Expr, base: str) -> Expr:
-        """A reference to a rule whose body is ``expr`` (one rule per distinct expression)."""
-        cache = self.__dict__.setdefault("_member_rules", {})
-        ref = cache.get(expr)
-        if ref is None:
-            name, i = base, 2
-            while name in self._names or name == "root":
-                name, i = f"{base}_{i}", i + 1
-            self._names.add(name)
-            self.rules[name] = expr
-            ref = cache[expr] = Ref(name)
-        return ref
+        members: list[Expr] = [c.rules.helper(m, f"member_{_rule_base(name)}") for (m, _), name in zip(slots, names)]
+        extra = None if extra is None else c.rules.helper(extra, "other_member")
+        return any_order_body(members, required, extra, c.ws.comma, lo, hi)
 
     # ------------------------------------------------------------ the member sequence
 
-    def _body(self, slots: list, extra: Expr | None, lo: int, hi: int | None) -> tuple[bool, Expr]:
+    def _body(self, slots: list[Slot], extra: Expr | None, lo: int, hi: int | None) -> tuple[bool, Expr]:
         """(can be empty, the non-empty bodies) for declared slots then other members, with
         between ``lo`` and ``hi`` members in all: one expression (:meth:`_inline_body`), or
         past :data:`MAX_INLINE_OPTIONAL` optional slots, uncounted, a chain of rules
@@ -388,7 +380,7 @@ class ObjectMixin:
             return self._chained_body(slots, extra)
         return self._inline_body(slots, extra, lo, hi)
 
-    def _inline_body(self, slots: list, extra: Expr | None, lo: int, hi: int | None) -> tuple[bool, Expr]:
+    def _inline_body(self, slots: list[Slot], extra: Expr | None, lo: int, hi: int | None) -> tuple[bool, Expr]:
         """:meth:`_body` as one expression.
 
         Built from the left: ``runs[c]`` holds the non-empty member sequences over the slots
@@ -397,7 +389,7 @@ class ObjectMixin:
         counting every member occurs twice in the expression (alone as the first member,
         and after a comma): linear size, which a right-nested form ("no comma before the
         first member") cannot achieve."""
-        sep = self.ws.comma
+        sep = self.compiler.ws.comma
         cap = hi if hi is not None else max(lo, 1)
         runs = {c: NOTHING for c in range(1, cap + 1)}
         first_ok = True  # no member yet is still possible (no required slot seen)
@@ -422,7 +414,7 @@ class ObjectMixin:
             out.append(self._first_tail(extra, lo, hi)[1])
         return nullable, alt(*out)
 
-    def _chained_body(self, slots: list, extra: Expr | None) -> tuple[bool, Expr]:
+    def _chained_body(self, slots: list[Slot], extra: Expr | None) -> tuple[bool, Expr]:
         """:meth:`_body` without counting, as two chains of rules, a link per block of
         slots. Inlined, a run of ``n`` optional slots makes every DFA state after a member
         hold the ``n`` ways on: quadratic time and memory in the subset construction. As
@@ -436,17 +428,17 @@ class ObjectMixin:
         of the chain twice, so the compiler keeps these rules as rules (a PDA) rather than
         inlining them into a DFA of the quadratic construction (``build_automaton``); there
         are at least :data:`CHAIN_LINKS` links."""
-        sep = self.ws.comma
+        rules, sep = self.compiler.rules, self.compiler.ws.comma
         last = repeat(seq(sep, extra), 0, None) if extra is not None else EMPTY
         nullable = not any(required for _, required in slots)
         after, first = last, seq(extra, last) if nullable and extra is not None else NOTHING
         size = min(CHAIN_BLOCK, -(-len(slots) // CHAIN_LINKS))
         for start in range(size * ((len(slots) - 1) // size), -1, -size):
             skippable, own = self._inline_body(slots[start:start + size], None, 0, None)
-            body = self._member_rule(seq(own, after), f"members_{start}")
+            body = rules.helper(seq(own, after), f"members_{start}")
             more = seq(sep, body)
-            first = self._member_rule(alt(body, first), f"members_from_{start}") if skippable else body
-            after = self._member_rule(alt(more, after) if skippable else more, f"more_members_{start}")
+            first = rules.helper(alt(body, first), f"members_from_{start}") if skippable else body
+            after = rules.helper(alt(more, after) if skippable else more, f"more_members_{start}")
         return nullable, first
 
     def _tail(self, extra: Expr | None, c: int, lo: int, hi: int | None) -> Expr:
@@ -456,13 +448,13 @@ class ObjectMixin:
         k_lo, k_hi = max(lo - c, 0), (None if hi is None else hi - c)
         if k_hi is not None and k_hi < 0:
             return NOTHING
-        return repeat(seq(self.ws.comma, extra), k_lo, k_hi)
+        return repeat(seq(self.compiler.ws.comma, extra), k_lo, k_hi)
 
     def _first_tail(self, extra: Expr | None, lo: int, hi: int | None) -> tuple[bool, Expr]:
         """(empty allowed, non-empty) other members when no member was written before."""
         if extra is None or (hi is not None and hi < 1):
             return lo == 0, NOTHING
-        more = repeat(seq(self.ws.comma, extra), max(lo - 1, 0), None if hi is None else hi - 1)
+        more = repeat(seq(self.compiler.ws.comma, extra), max(lo - 1, 0), None if hi is None else hi - 1)
         return lo == 0, seq(extra, more)
 
 
@@ -519,7 +511,7 @@ def any_order_body(members: list[Expr], required: list[bool], extra: Expr | None
         if seen & req == req and c >= lo:
             options.append(EMPTY)
         self_loop = saturating and c == cap
-        if saturating or c < hi:
+        if hi is None or c < hi:
             nc = min(c + 1, cap) if saturating else c + 1
             for i in range(n):
                 if not seen >> i & 1:
@@ -541,28 +533,4 @@ def any_order_body(members: list[Expr], required: list[bool], extra: Expr | None
     return nullable, alt(*first)
 
 
-def _tree_size(expr: Expr, limit: int) -> int:
-    """How many nodes the expression has once shared sub-expressions are expanded (what a
-    Thompson construction builds), saturating a little above ``limit``."""
-    sizes: dict[int, int] = {}
-    stack = [(expr, False)]
-    while stack:
-        e, done = stack.pop()
-        if id(e) in sizes:
-            continue
-        kids = e.children()
-        if not done:
-            stack.append((e, True))
-            stack.extend((k, False) for k in kids if id(k) not in sizes)
-            continue
-        if isinstance(e, Repeat):
-            n = 1 + sizes[id(e.item)] * max(e.max if e.max is not None else e.min + 1, 1)
-        elif isinstance(e, (Seq, Alt)):
-            n = 1 + sum(sizes[id(k)] for k in kids)
-        else:
-            n = 1
-        sizes[id(e)] = min(n, limit + 1)
-    return sizes[id(expr)]
-
-
-__all__ = ["ObjectMixin", "ObjectView", "FALSE", "any_order_body"]
+__all__ = ["Objects", "ObjectView", "FALSE", "any_order_body"]

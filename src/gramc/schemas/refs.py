@@ -206,10 +206,10 @@ class Document:
                 raise SchemaError(f"cannot resolve {key} {ref!r}: the JSON pointer {display(target)} "
                                   "points to nothing", where)
             return target
-        target = self.anchors.get((uri, fragment))
-        if target is None:
+        anchored = self.anchors.get((uri, fragment))
+        if anchored is None:
             raise SchemaError(f"cannot resolve {key} {ref!r}: no anchor {fragment!r} in {uri}", where)
-        return target
+        return anchored
 
 
 def _children(pointer: str, value: dict) -> list[str]:

@@ -50,6 +50,7 @@ from gramc.compiler.unicode import ALL_CODEPOINTS, CodepointSet
 from gramc.errors import GramcError, GrammarSyntaxError, LimitExceededError
 from gramc.limits import DEFAULT_LIMITS, Limits
 from gramc.schemas.approx import InvalidKeyword, NotExpressible
+from gramc.schemas.formats import format_pattern, format_spec
 from gramc.schemas.numbers import expanded_size
 
 #: Largest minLength / maxLength lowered as a counted repetition (the DFA grows with it).
@@ -265,16 +266,15 @@ class _LengthRestrictor:
         for node in postorder(e):
             if node in self.lengths:
                 continue
+            r: tuple[int, int | None]
             if isinstance(node, Token):
                 r = (1, 1)
-            elif isinstance(node, Seq):
+            elif isinstance(node, (Seq, Alt)):
                 spans = [self.lengths[c] for c in node.items]
-                hi = None if any(s[1] is None for s in spans) else sum(s[1] for s in spans)
-                r = (sum(s[0] for s in spans), hi)
-            elif isinstance(node, Alt):
-                spans = [self.lengths[c] for c in node.items]
-                hi = None if any(s[1] is None for s in spans) else max(s[1] for s in spans)
-                r = (min(s[0] for s in spans), hi)
+                highs = [s[1] for s in spans if s[1] is not None]
+                hi = None if len(highs) < len(spans) else sum(highs) if isinstance(node, Seq) else max(highs)
+                lows = [s[0] for s in spans]
+                r = (sum(lows) if isinstance(node, Seq) else min(lows), hi)
             elif isinstance(node, Repeat):
                 lo, hi = self.lengths[node.item]
                 if hi == 0:
@@ -397,8 +397,6 @@ def json_string_ir(
     letters = _Letters(limits)
     lang = None
     if format is not None:
-        from gramc.schemas.formats import format_pattern, format_spec
-
         regex = format_pattern(
             format, allow_approximate=allow_approximate_format, exact_leap_seconds=exact_leap_seconds
         )
@@ -445,7 +443,19 @@ def json_string_ir(
 
 
 @lru_cache(maxsize=64)
-def _format_body(name: str, allow_approximate: bool, exact_leap_seconds: bool) -> Expr:
+def format_ir(name: str, *, allow_approximate: bool = False, exact_leap_seconds: bool = False) -> Expr | None:
+    """The IR of the JSON string BODY (between the quotes, every JSON spelling) whose decoded
+    value is in format ``name``; None for unknown formats and (unless ``allow_approximate``)
+    for formats gramc can only over-approximate (see
+    :func:`~gramc.schemas.formats.format_pattern`).
+
+    >>> format_ir("uuid") is not None, format_ir("idn-email"), format_ir("hostname")
+    (True, None, None)
+    >>> format_ir("hostname", allow_approximate=True) is not None
+    True
+    """
+    if format_pattern(name, allow_approximate=allow_approximate, exact_leap_seconds=exact_leap_seconds) is None:
+        return None
     full = json_string_ir(
         format=name, allow_approximate_format=allow_approximate, exact_leap_seconds=exact_leap_seconds
     )
