@@ -309,7 +309,7 @@ def test_a_listed_enum_is_the_alternation_of_its_values(values):
     its language is still each value's spellings, nothing more."""
     from gramc.compiler.ir import alt
     from gramc.schemas.jsontext import Whitespace, listed_ir, value_ir
-    from gramc.schemas.langops import difference, is_empty
+    from gramc.compiler.regular import difference, is_empty
 
     ws = Whitespace("compact")
     listed, each = listed_ir(values, ws), alt(*(value_ir(v, ws) for v in values))

@@ -299,7 +299,7 @@ def test_builds_small_dfas(kw):
 
 
 def _same_language(a, b) -> bool:
-    from gramc.schemas.langops import difference, is_empty
+    from gramc.compiler.regular import difference, is_empty
 
     return is_empty(difference(a, b)) and is_empty(difference(b, a))
 

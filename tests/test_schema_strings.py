@@ -24,7 +24,7 @@ from gramc.compiler.ir import NOTHING, Grammar, alt
 from gramc.schemas.approx import InvalidKeyword, NotExpressible
 from gramc.schemas.formats import KNOWN_FORMATS, format_pattern, format_spec
 from gramc.schemas.jsontext import string_literal_ir
-from gramc.schemas.langops import difference, is_empty
+from gramc.compiler.regular import difference, is_empty
 from gramc.schemas.strings import format_ir, json_codepoint_set_to_ir, json_string_excluding, json_string_ir
 
 SETTINGS = settings(
@@ -240,8 +240,14 @@ def test_pattern_with_lengths():
     assert [accepts(e, json.dumps(s)) for s in ["a@", "a@b", "@@@", "abc"]] == [False, True, True, False]
 
 
+def test_a_unicode_property_pattern_is_exact():
+    e = json_string_ir(pattern="^\\p{Lu}\\p{Ll}*$")
+    assert [accepts(e, json.dumps(s, ensure_ascii=False)) for s in ["Émile", "émile", "ÉMILE", "A"]] == [
+        True, False, False, True]
+
+
 def test_unsupported_patterns_are_not_expressible():
-    for pattern, keyword in [("(?=a)b", "pattern"), ("\\p{L}", "pattern")]:
+    for pattern, keyword in [("(?=a)b", "pattern"), ("(a)\\1", "pattern")]:
         with pytest.raises(NotExpressible) as info:
             json_string_ir(pattern=pattern)
         assert info.value.keyword == keyword

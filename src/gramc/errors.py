@@ -77,7 +77,10 @@ class UnsupportedFeatureError(_SourceError):
 
 
 class SchemaError(GramcError):
-    """A JSON Schema that is invalid or cannot be compiled; ``pointer`` locates it."""
+    """A JSON Schema that is invalid or cannot be compiled; ``pointer`` locates it, and
+    ``span`` the source text position where the compile knows it."""
+
+    span: Span | None = None
 
     def __init__(self, reason: str, pointer: str = ""):
         self.reason = reason

@@ -1,31 +1,80 @@
 """Regular languages given as DFAs: products, and back to IR by state elimination.
 
-Shared by the grammar frontends (``A - B`` exclusion) and the JSON Schema walker
-(intersections and differences of string languages): both build a product DFA and need an
-IR expression for it.
+Shared by the grammar frontends (``A - B`` exclusion, Lark's ``&`` and ``~``, structural
+tags' free text) and the JSON Schema walker (intersections and differences of string
+languages): :func:`intersection`, :func:`difference`, :func:`is_empty` and :func:`matches`
+take rule-free IR expressions, build each operand's minimal DFA once (cached: expressions
+are interned), explore the product breadth-first, minimise it and turn it back into IR.
+
+>>> from gramc.compiler.ir import literal, byte_range, repeat
+>>> print(difference(repeat(byte_range(0x61, 0x62), 1, 1), literal(b"a")))
+"b"
+>>> is_empty(intersection(literal(b"x"), literal(b"y")))
+True
 """
 
 from __future__ import annotations
 
 import heapq
 from collections.abc import Callable
+from functools import lru_cache
 
 import numpy as np
 
 from gramc.automata.tables import DEAD, DFATable
-from gramc.compiler.dfa import canonical, minimize
+from gramc.compiler.dfa import build_dfa, canonical, minimize
 from gramc.compiler.ir import (
     EMPTY,
     NOTHING,
     Bytes,
     Expr,
+    Grammar,
     Repeat,
     alt,
     optional,
     repeat,
     seq,
 )
-from gramc.limits import Deadline, Limits
+from gramc.limits import DEFAULT_LIMITS, Deadline, Limits
+
+#: Operand DFAs a process keeps (keyed by interned expression and limits).
+DFA_CACHE_SIZE = 4096
+
+
+@lru_cache(maxsize=DFA_CACHE_SIZE)
+def dfa_of(expr: Expr, limits: Limits = DEFAULT_LIMITS) -> DFATable:
+    """The minimal DFA of a rule-free expression."""
+    return build_dfa(Grammar.single(expr, "x"), limits)
+
+
+def is_empty(expr: Expr, limits: Limits = DEFAULT_LIMITS) -> bool:
+    """True when ``expr`` (rule-free) matches no string."""
+    return expr is NOTHING or dfa_of(expr, limits).start == DEAD
+
+
+def matches(expr: Expr, data: bytes, limits: Limits = DEFAULT_LIMITS) -> bool:
+    """True when ``expr`` (rule-free) matches all of ``data``."""
+    table = dfa_of(expr, limits)
+    state = table.step_bytes(table.start, data) if table.start != DEAD else DEAD
+    return state != DEAD and bool(table.accept[state])
+
+
+def intersection(a: Expr, b: Expr, limits: Limits = DEFAULT_LIMITS) -> Expr:
+    """The strings both ``a`` and ``b`` (rule-free) match."""
+    if a is NOTHING or b is NOTHING:
+        return NOTHING
+    if a is b:
+        return a
+    return combine(dfa_of(a, limits), dfa_of(b, limits), True, limits)
+
+
+def difference(a: Expr, b: Expr, limits: Limits = DEFAULT_LIMITS) -> Expr:
+    """The strings ``a`` matches and ``b`` does not (both rule-free)."""
+    if a is NOTHING or a is b:
+        return NOTHING
+    if b is NOTHING:
+        return a
+    return combine(dfa_of(a, limits), dfa_of(b, limits), False, limits)
 
 
 def combine(a: DFATable, b: DFATable, both: bool, limits: Limits) -> Expr:

@@ -89,7 +89,7 @@ def parse_schema_text(text: str, source_name: str = "<schema>") -> Any:
     except json.JSONDecodeError as err:
         span = Span(err.pos, err.lineno, err.colno, source_name)
         error = SchemaError(f"invalid JSON at {span}: {err.msg}", "")
-        error.span = span  # type: ignore[attr-defined]  # SchemaError declares no span (errors.py)
+        error.span = span
         raise error from None
     except (ValueError, RecursionError) as err:
         raise SchemaError(f"invalid JSON in {source_name}: {err}", "") from None

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from gramc.compiler.ir import Expr, alt
 from gramc.schemas.atoms import FALSE, TRUE, Atom, Keywords, Neg, Node, Synth, synth
 from gramc.schemas.jsontext import kind_of
-from gramc.schemas.langops import intersection, is_empty
+from gramc.compiler.regular import intersection, is_empty
 
 if TYPE_CHECKING:
     from gramc.schemas.compiler import SchemaCompiler

@@ -40,7 +40,7 @@ from gramc.schemas.arrays import Arrays
 from gramc.schemas.atoms import FALSE, TRUE, Atom, Keywords, Neg, Node, Synth
 from gramc.schemas.combinators import Combinators
 from gramc.schemas.jsontext import Whitespace, canonical_text, kind_of, listed_ir
-from gramc.schemas.langops import difference, intersection
+from gramc.compiler.regular import difference, intersection
 from gramc.schemas.objects import Objects, any_order_body
 from gramc.schemas.options import Approximation, Restriction, SchemaOptions
 from gramc.schemas.refs import Document, display

@@ -12,7 +12,7 @@ docs/json-schema.md, "Constants").
 >>> ws = Whitespace("compact")
 >>> print(value_ir({"a": [True, None]}, ws))
 "{\\"a\\":[true,null]}"
->>> from gramc.schemas.langops import matches
+>>> from gramc.compiler.regular import matches
 >>> lit = string_literal_ir("é/")
 >>> [matches(lit, t) for t in (b'"\\xc3\\xa9/"', b'"\\\\u00E9/"', b'"\\\\u00e9\\\\/"')]
 [True, True, False]
@@ -159,7 +159,7 @@ def canonical_string_universe(any_string: Expr) -> Expr:
     ``\\``) is escaped and ``/`` is not written ``\\/``. Every string has such a spelling,
     and the known-string spellings (:func:`string_literal_ir`) include all of them, so
     differences taken inside this universe are exact."""
-    from gramc.schemas.langops import intersection
+    from gramc.compiler.regular import intersection
 
     hexd = byte_class(b"0123456789abcdefABCDEF")
     nonzero = byte_class(b"123456789abcdefABCDEF")

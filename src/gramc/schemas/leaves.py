@@ -121,7 +121,7 @@ def _intersect(langs: list[Expr], keyword: str, where: str, report: Report) -> E
     """The intersection of the languages; when an automaton would be too large, the later
     language is dropped and ``keyword`` reported."""
     from gramc.errors import LimitExceededError
-    from gramc.schemas.langops import intersection
+    from gramc.compiler.regular import intersection
 
     if not langs:
         return None

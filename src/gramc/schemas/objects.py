@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING
 from gramc.compiler.ir import EMPTY, NOTHING, Expr, alt, optional, repeat, seq
 from gramc.schemas.atoms import FALSE, TRUE, Atom, Keywords, Node, Synth
 from gramc.schemas.jsontext import string_literal_ir
-from gramc.schemas.langops import difference, intersection, is_empty, matches
+from gramc.compiler.regular import difference, intersection, is_empty, matches
 from gramc.schemas.numbers import expanded_size
 from gramc.schemas.strings import json_string_excluding
 
@@ -484,7 +484,7 @@ def any_order_body(members: list[Expr], required: list[bool], extra: Expr | None
     node, so the expression is a DAG of ``O(states * n)`` nodes.
 
     >>> from gramc.compiler.ir import literal
-    >>> from gramc.schemas.langops import matches
+    >>> from gramc.compiler.regular import matches
     >>> a, b = literal(b"a"), literal(b"b")
     >>> _, body = any_order_body([a, b], [True, False], None, literal(b","))
     >>> [matches(body, t) for t in (b"a", b"a,b", b"b,a", b"b", b"a,a")]

@@ -22,7 +22,7 @@ from gramc.errors import SchemaError
 from gramc.schemas import leaves
 from gramc.schemas.atoms import Keywords, Node, Synth
 from gramc.schemas.jsontext import PLAIN_NUMBER, canonical_string_universe
-from gramc.schemas.langops import intersection, matches
+from gramc.compiler.regular import intersection, matches
 
 if TYPE_CHECKING:
     from gramc.schemas.compiler import SchemaCompiler

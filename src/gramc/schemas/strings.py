@@ -158,7 +158,7 @@ def json_string_excluding(names: Iterable[str]) -> Expr:
 
     Names with a lone surrogate are dropped: no string of this language decodes to one.
 
-    >>> from gramc.schemas.langops import matches
+    >>> from gramc.compiler.regular import matches
     >>> key = json_string_excluding(["ab"])
     >>> [matches(key, t) for t in (b'"ab"', b'"a\\\\u0062"', b'"a"', b'"abc"', b'"b"', b'""')]
     [False, False, True, True, True, True]

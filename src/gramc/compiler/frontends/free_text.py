@@ -6,7 +6,7 @@ UTF-8 text in which some strings may not occur: ``excludes``, the enclosing tag'
 triggers. Each such language is built exactly as a regular language (the difference of the
 UTF-8 texts and ``Σ* (p1 | p2 | ...) Σ*``, whose subset construction is the Aho-Corasick
 automaton of the strings) and turned back into IR by state elimination
-(:func:`gramc.compiler.regular.combine`), so it becomes ordinary automaton states whose masks
+(:func:`gramc.compiler.regular.difference`), so it becomes ordinary automaton states whose masks
 are bound like any other: no matching runs while a decoder asks for masks.
 
 >>> print(avoiding([b"ab"], max_chars=None, limits=DEFAULT_LIMITS, ascii_only=True), end="")
@@ -17,9 +17,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from gramc.compiler.dfa import build_dfa
-from gramc.compiler.ir import EMPTY, Expr, Grammar, alt, any_byte, byte_range, literal, repeat, seq
-from gramc.compiler.regular import combine
+from gramc.compiler.ir import EMPTY, Expr, alt, any_byte, byte_range, literal, repeat, seq
+from gramc.compiler.regular import difference
 from gramc.compiler.unicode import ALL_CODEPOINTS
 from gramc.limits import DEFAULT_LIMITS, Limits
 
@@ -39,20 +38,13 @@ def _containing(patterns: Sequence[bytes], tail: Expr = EMPTY) -> Expr:
     return seq(repeat(any_byte(), 0, None), alt(*(literal(p) for p in patterns)), tail)
 
 
-def _minus(lhs: Expr, rhs: Expr, limits: Limits) -> Expr:
-    """The strings of ``lhs`` that ``rhs`` does not match (both rule-free)."""
-    a = build_dfa(Grammar.single(lhs, "free-text"), limits)
-    b = build_dfa(Grammar.single(rhs, "free-text"), limits)
-    return combine(a, b, False, limits)
-
-
 def avoiding(avoid: Sequence[bytes], max_chars: int | None, limits: Limits = DEFAULT_LIMITS,
              *, ascii_only: bool = False) -> Expr:
     """UTF-8 text (at most ``max_chars`` code points) in which no string of ``avoid`` occurs
     (empty strings are ignored)."""
     text = utf8_text(max_chars, ascii_only=ascii_only)
     patterns = sorted({p for p in avoid if p})
-    return _minus(text, _containing(patterns, repeat(any_byte(), 0, None)), limits) if patterns else text
+    return difference(text, _containing(patterns, repeat(any_byte(), 0, None)), limits) if patterns else text
 
 
 def until_trigger(trigger: bytes, triggers: Sequence[bytes], avoid: Sequence[bytes],
@@ -62,4 +54,4 @@ def until_trigger(trigger: bytes, triggers: Sequence[bytes], avoid: Sequence[byt
     earliest to end, as a matcher scanning the text left to right detects it): no trigger
     ends before the last byte."""
     text = seq(avoiding(avoid, None, limits), literal(trigger))
-    return _minus(text, _containing(triggers, repeat(any_byte(), 1, None)), limits)
+    return difference(text, _containing(triggers, repeat(any_byte(), 1, None)), limits)

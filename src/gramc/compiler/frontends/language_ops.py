@@ -14,7 +14,8 @@ refused with :class:`~gramc.errors.UnsupportedFeatureError` at the ``-``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 
 from gramc.automata.tables import DFATable
 from gramc.compiler.dfa import build_dfa
@@ -35,6 +36,7 @@ from gramc.compiler.ir import (
     repeat,
     seq,
 )
+from gramc.compiler import regular
 from gramc.compiler.regular import combine
 from gramc.errors import LimitExceededError, Span, UnsupportedFeatureError
 from gramc.limits import DEFAULT_LIMITS, Limits
@@ -188,18 +190,32 @@ def difference(lhs: Expr, rhs: Expr, rules: Mapping[str, Expr], *,
 def intersection(items: list[Expr], *, span: Span | None = None,
                  limits: Limits = DEFAULT_LIMITS) -> Expr:
     """The IR of the strings every one of ``items`` (regular, rule-free IR) matches."""
+    for k, item in enumerate(items):
+        _check_operand(Grammar.single(item, "\x00operand"), "right" if k else "left", span)
     out = items[0]
-    for item in items[1:]:
-        a = _side_dfa(out, {}, "left", span, limits)
-        out = combine(a, _side_dfa(item, {}, "right", span, limits), True, limits)
+    with _depth_as_limit(items, limits):
+        for item in items[1:]:
+            out = regular.intersection(out, item, limits)
     return out
 
 
 def complement(item: Expr, *, span: Span | None = None, limits: Limits = DEFAULT_LIMITS) -> Expr:
     """The IR of the byte strings ``item`` (regular, rule-free IR) does not match; like
     llguidance's ``~``, this includes byte strings that are not UTF-8."""
-    everything = _side_dfa(repeat(Bytes((1 << 256) - 1), 0, None), {}, "left", span, limits)
-    return combine(everything, _side_dfa(item, {}, "right", span, limits), False, limits)
+    _check_operand(Grammar.single(item, "\x00operand"), "right", span)
+    with _depth_as_limit([item], limits):
+        return regular.difference(repeat(Bytes((1 << 256) - 1), 0, None), item, limits)
+
+
+@contextmanager
+def _depth_as_limit(items: list[Expr], limits: Limits) -> Iterator[None]:
+    """A RecursionError of an operand's automaton as the nesting limit it is."""
+    try:
+        yield
+    except RecursionError:
+        depth = max(expr_depth(i) for i in items)
+        raise LimitExceededError("max_nesting", depth, limits.max_nesting,
+                                 "an operand is nested too deeply for its automaton") from None
 
 
 def _side_dfa(expr: Expr, rules: Mapping[str, Expr], side: str, span: Span | None,
