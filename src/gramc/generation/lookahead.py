@@ -108,17 +108,7 @@ def lookahead_sample(run: Any, sampler: Sampler, rng: np.random.Generator, k: in
     rows = _Rows(run.logits_fn, run.prompt)
     counter = _Counter() if weighting == "count" else None
     h = _Hyp(run.m0)
-    while h.reason is None:
-        if len(h.tokens) >= run.max_tokens:
-            h.reason = "max_tokens"
-            break
-        if run._advance_forced(h):
-            break
-        if len(h.tokens) >= run.max_tokens:
-            continue
-        if h.m.is_finished():
-            h.reason = "no_valid_token"
-            break
+    while run._ready(h):
         row = rows.get(h.tokens)
         ids, vals = candidates(row, run._mask(h, row.shape[0]))
         if not len(ids):
@@ -138,14 +128,8 @@ def lookahead_sample(run: Any, sampler: Sampler, rng: np.random.Generator, k: in
         token = int(ids[i])
         h.logprob += float(lp[i])
         h.sampled += 1
-        if token in run.eos:
-            h.m.commit_token(token)
-            h.reason, h.eos = "eos", token
-            if run.trace:
-                from gramc.generation.loop import Step
-                run.trace(Step(len(h.tokens), token, False, len(ids), h.m))
+        if run._take(h, token, len(ids)):
             break
-        run._append(h, token, False, len(ids))
         rows.keep(h.tokens)
     h.calls = rows.calls
     run.calls = rows.calls

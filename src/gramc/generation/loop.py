@@ -352,17 +352,7 @@ class _Run:
 
     def sample(self, sampler: Sampler, rng: np.random.Generator) -> GenerationResult:
         h = _Hyp(self.m0)
-        while h.reason is None:
-            if len(h.tokens) >= self.max_tokens:
-                h.reason = "max_tokens"
-                break
-            if self._advance_forced(h):
-                break
-            if len(h.tokens) >= self.max_tokens:
-                continue
-            if h.m.is_finished():
-                h.reason = "no_valid_token"
-                break
+        while self._ready(h):
             ids, vals = self._scores(h)
             if not len(ids):
                 h.reason = "no_valid_token"
@@ -371,14 +361,35 @@ class _Run:
             token = int(ids[i])
             h.logprob += float(log_softmax(vals)[i])
             h.sampled += 1
-            if token in self.eos:
-                h.m.commit_token(token)
-                h.reason, h.eos = "eos", token
-                if self.trace:
-                    self.trace(Step(len(h.tokens), token, False, len(ids), h.m))
+            if self._take(h, token, len(ids)):
                 break
-            self._append(h, token, False, len(ids))
         return self._result(h)
+
+    def _ready(self, h: _Hyp) -> bool:
+        """Emit the forced tokens; True when ``h`` now needs a chosen token, False when it
+        has ended (``h.reason`` says why)."""
+        if h.reason is not None:
+            return False  # the last token ended it (a stop sequence)
+        if len(h.tokens) < self.max_tokens and self._advance_forced(h):
+            return False  # ended by a forced stop sequence or EOS
+        if len(h.tokens) >= self.max_tokens:
+            h.reason = "max_tokens"
+        elif h.m.is_finished():
+            h.reason = "no_valid_token"
+        else:
+            return True
+        return False
+
+    def _take(self, h: _Hyp, token: int, allowed: int) -> bool:
+        """Commit the chosen ``token`` (of ``allowed`` ids); True when it was EOS and ended ``h``."""
+        if token in self.eos:
+            h.m.commit_token(token)
+            h.reason, h.eos = "eos", token
+            if self.trace:
+                self.trace(Step(len(h.tokens), token, False, allowed, h.m))
+            return True
+        self._append(h, token, False, allowed)
+        return False
 
     # ------------------------------------------------------------ beam search
 
