@@ -64,6 +64,9 @@ class EarleyParser:
         self.node_rule: list[int] = table.node_rule.tolist()
         self.rule_start: list[int] = table.rule_start.tolist()
         self.start_rule = table.start_rule
+        # Nodes that neither call nor return: a set of only these is its own closure (most
+        # bytes of a string or a number), so building it skips the closure loop.
+        self.inert: list[bool] = [not a and not c for a, c in zip(self.accept, self.calls)]
         self._interned: dict[frozenset, int] = {}
         self._values: list[frozenset] = []
         self.generation = 0
@@ -110,7 +113,12 @@ class EarleyParser:
         c = self.cls[b]
         nxt = self.byte_next
         seeds = [(t, j) for n, j in chart[-1].items if (t := nxt[n][c]) != DEAD]
-        return self.closure(chart, seeds, len(chart)) if seeds else None
+        if not seeds:
+            return None
+        inert = self.inert
+        if all(inert[n] for n, _ in seeds):
+            return ChartSet(frozenset(seeds), {})
+        return self.closure(chart, seeds, len(chart))
 
     def scan_token(self, chart: Sequence[ChartSet], token_id: int) -> ChartSet | None:
         """The next set after special token ``token_id``, or None."""

@@ -335,6 +335,18 @@ class DFAMatcher(Matcher):
             return
         super().fill_bitmask(out, budget)
 
+    def commit_token(self, token_id: int) -> bool:
+        # Fast path for the common call: a plain int that the table steps (the checks and the
+        # EOS / refused cases stay on the general path).
+        if type(token_id) is int and not self._ended and 0 <= token_id < self.vocab_size:
+            nxt = self._table.next_state(self._state, token_id)
+            if nxt != DEAD:
+                if self.max_rollback:
+                    self._history.append((self._state, False))
+                self._state = nxt
+                return True
+        return super().commit_token(token_id)
+
     def _budget(self) -> Any:
         return budget_of(self._table)
 
