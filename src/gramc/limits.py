@@ -121,6 +121,9 @@ class RuntimeLimits:
     #: configuration and cut (16 KB each), and as many per-state token orders (ids and
     #: distances sorted, up to 12 bytes per allowed token).
     budget_rows: int = 1024
+    #: Token paths the Earley parser memoises for commits (PDA), by node and token (~0.1 KB
+    #: each); past it they are dropped and found again.
+    commit_paths: int = 65_536
     #: Bytes of dense next-state rows (int32 per token) a DFA table may build for commits.
     dense_row_bytes: int = 256 << 20
     #: Artifacts an integration keeps compiled by source (the vLLM processor), process-wide.

@@ -51,7 +51,7 @@ _OK = "ok: the text matches"
 def check_bytes_pda(pda: PDATable, data: bytes) -> CheckResult:
     """:func:`check_bytes` for a context-free grammar (an Earley parse)."""
     parser = EarleyParser(pda)
-    chart = parser.initial()
+    chart = parser.initial().sets  # a fresh list: this parse alone appends to it
     for offset, b in enumerate(data):
         s = parser.scan_byte(chart, b)
         if s is None:

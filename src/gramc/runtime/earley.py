@@ -47,6 +47,46 @@ class Chart(Protocol):
     def __getitem__(self, j: int, /) -> ChartSet: ...
 
 
+class ChartView:
+    """A matcher's chart: the first ``n`` sets of a list that only ever grows at its end.
+
+    Views of one list share it (a rollback keeps an older view), so extending the newest
+    view, a matcher's every step, appends in place instead of copying the chart; a view
+    whose list has grown past it copies its own sets first. Sets never change, so a view
+    always reads what it was made with."""
+
+    __slots__ = ("sets", "n")
+
+    def __init__(self, sets: list[ChartSet], n: int):
+        self.sets, self.n = sets, n
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, j: int) -> ChartSet:
+        if j < 0:
+            j += self.n
+        if not 0 <= j < self.n:
+            raise IndexError(f"chart position {j} out of range ({self.n} sets)")
+        return self.sets[j]
+
+    def sets_to_extend(self) -> tuple[list[ChartSet], int]:
+        """A list whose first ``n`` sets are this view's and whose end the caller owns."""
+        if len(self.sets) != self.n:
+            return self.sets[: self.n], self.n
+        return self.sets, self.n
+
+    def extended(self, s: ChartSet) -> ChartView:
+        """This chart with ``s`` after it."""
+        sets, _ = self.sets_to_extend()
+        sets.append(s)
+        return ChartView(sets, len(sets))
+
+    def copy(self) -> ChartView:
+        """A view of its own list (for a fork, which may be stepped from another thread)."""
+        return ChartView(self.sets[: self.n], self.n)
+
+
 class EarleyParser:
     """Earley operations over one :class:`PDATable` (shared by all matchers of an artifact)."""
 
@@ -70,15 +110,20 @@ class EarleyParser:
         self._interned: dict[frozenset, int] = {}
         self._values: list[frozenset] = []
         self.generation = 0
+        # Per (node, token): where an item of that node is after the token's last two bytes,
+        # when every byte before the last leaves it inert or dead (see feed_token).
+        self._paths: dict[tuple[int, int], tuple[int, int] | None] = {}
+        self.max_paths = 1 << 16
+        self.path_resets = 0
 
     # ------------------------------------------------------------ building sets
 
-    def initial(self) -> list[ChartSet]:
+    def initial(self) -> ChartView:
         """The chart before any input."""
         first = self.closure([], [(self.rule_start[self.start_rule], 0)], 0)
         first.waiting.setdefault(self.start_rule, ())
         first.waiting[self.start_rule] += (TOP,)
-        return [first]
+        return ChartView([first], 1)
 
     def closure(self, chart: Chart, seeds: list[Item], k: int) -> ChartSet:
         """The set at position ``k`` from its scanned ``seeds`` (predictions, completions)."""
@@ -129,15 +174,68 @@ class EarleyParser:
         seeds = [(t, j) for n, j in chart[-1].items if (t := rows[n][col]) != DEAD]
         return self.closure(chart, seeds, len(chart)) if seeds else None
 
-    def feed(self, chart: list[ChartSet], data: bytes) -> list[ChartSet] | None:
-        """``chart`` extended by ``data`` (a new list), or None if it dies on the way."""
-        out = list(chart)
+    def feed_token(self, chart: ChartView, token: int, data: bytes) -> ChartView | None:
+        """``chart`` extended by ``data``, the bytes of ``token`` (as :meth:`feed`).
+
+        Most multi-byte tokens run inside a string or a number: every set before the last is
+        *inert* (no item calls or returns), so no item can ever start at those positions and
+        no later step reads them. They are stood for by one shared empty set (what an inert
+        set offers a reader of its waiting items), and only the last set is built, from each
+        item's memoised path through the token."""
+        if len(data) < 2:
+            return self.feed(chart, data)
+        sets, n = chart.sets_to_extend()
+        paths, last = self._paths, []
+        for node, origin in sets[-1].items:
+            end = paths.get((node, token), _UNKNOWN)
+            if end is _UNKNOWN:
+                end = self._path(node, token, data)
+            if end is None:
+                return self.feed(chart, data)  # an item calls or returns inside the token
+            if end != DEAD:
+                last.append((end, origin))
+        if not last:
+            return None
+        k = n + len(data) - 1
+        inert = self.inert
+        if all(inert[v] for v, _ in last):
+            final = ChartSet(frozenset(last), {})
+        else:
+            final = self.closure(sets, last, k)  # reads only sets where items started (< n)
+        sets.extend([_GAP] * (len(data) - 1))
+        sets.append(final)
+        return ChartView(sets, k + 1)
+
+    def _path(self, node: int, token: int, data: bytes) -> int | None:
+        """Where an item of ``node`` is after ``data`` (DEAD: it dies), or None when it
+        reaches a node that calls or returns before the last byte; memoised (bounded)."""
+        nxt, cls, inert = self.byte_next, self.cls, self.inert
+        v = node
+        for b in data[:-1]:
+            v = nxt[v][cls[b]]
+            if v == DEAD:
+                break
+            if not inert[v]:
+                v = None
+                break
+        else:
+            v = nxt[v][cls[data[-1]]]
+        if len(self._paths) >= self.max_paths:
+            self._paths = {}
+            self.path_resets += 1
+        self._paths[node, token] = v
+        return v
+
+    def feed(self, chart: ChartView, data: bytes) -> ChartView | None:
+        """``chart`` extended by ``data``, or None if it dies on the way (``chart`` unchanged)."""
+        sets, n = chart.sets_to_extend()
         for b in data:
-            s = self.scan_byte(out, b)
+            s = self.scan_byte(sets, b)
             if s is None:
+                del sets[n:]  # only this call appended there
                 return None
-            out.append(s)
-        return out
+            sets.append(s)
+        return ChartView(sets, len(sets))
 
     # ------------------------------------------------------------ queries
 
@@ -215,6 +313,11 @@ class EarleyParser:
         return value
 
     @property
+    def n_paths(self) -> int:
+        """How many token paths are memoised now (see :meth:`feed_token`)."""
+        return len(self._paths)
+
+    @property
     def n_interned(self) -> int:
         """How many sets are interned in this generation."""
         return len(self._values)
@@ -232,6 +335,12 @@ class EarleyParser:
         (node, continuation) pairs of the set; for a continuation, its (return node,
         continuation) pairs and :data:`TOP`."""
         return self._values[value_id]
+
+
+_UNKNOWN = -2  # not a node: a path not memoised yet
+#: The set standing for every inert set before a token's last byte (see feed_token): no item
+#: starts there, so it is only ever read for the rules waiting there, of which it has none.
+_GAP = ChartSet(frozenset(), {})
 
 
 class _Cyclic(Exception):

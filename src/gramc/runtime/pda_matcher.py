@@ -1,4 +1,4 @@
-"""The matcher of PDA artifacts: its state is an Earley chart (an immutable list of sets)."""
+"""The matcher of PDA artifacts: its state is an Earley chart (a view of sets that never change)."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from typing import Any
 import numpy as np
 
 from gramc.runtime.budget import budget_of
+from gramc.runtime.earley import ChartView
 from gramc.runtime.matcher import Matcher
 
 
@@ -22,30 +23,31 @@ class PDAMatcher(Matcher):
 
     def _fork_extra(self, other: PDAMatcher) -> None:
         self._tokens, self._parser = other._tokens, other._parser
+        self._state = other._state.copy()
 
-    def _start(self) -> list:
+    def _start(self) -> ChartView:
         return self._parser.initial()
 
-    def _words(self, chart: list) -> np.ndarray:
+    def _words(self, chart: ChartView) -> np.ndarray:
         return self._tokens.words(chart)
 
-    def _bool_mask(self, chart: list, size: int) -> np.ndarray:
+    def _bool_mask(self, chart: ChartView, size: int) -> np.ndarray:
         return self._tokens.mask(chart, size)
 
-    def _step_token(self, chart: list, token: int) -> list | None:
+    def _step_token(self, chart: ChartView, token: int) -> ChartView | None:
         if token in self._tokens.special:
             s = self._parser.scan_token(chart, token)
-            return None if s is None else chart + [s]
+            return None if s is None else chart.extended(s)
         data = self._tokens.token_bytes[token]
-        return self._parser.feed(chart, data) if data else None
+        return self._parser.feed_token(chart, token, data) if data else None
 
-    def _step_bytes(self, chart: list, data: bytes) -> list | None:
+    def _step_bytes(self, chart: ChartView, data: bytes) -> ChartView | None:
         return self._parser.feed(chart, data)
 
-    def _complete(self, chart: list) -> bool:
+    def _complete(self, chart: ChartView) -> bool:
         return self._parser.is_complete(chart[-1])
 
-    def _forced(self, chart: list) -> list[int]:
+    def _forced(self, chart: ChartView) -> list[int]:
         return self._tokens.forced(chart)
 
     def _budget(self) -> Any:

@@ -136,6 +136,7 @@ class PDATokenTable:
         self._memo = LRUCache(limits.mask_rows)  # packed rows by configuration key
         self._masks = LRUCache(limits.bool_masks)  # bool masks by (key, size)
         self._walks = LRUCache(limits.walk_rows)  # by canonical key: see _by_walk
+        self.parser.max_paths = limits.commit_paths
         # Node rows bound at run time are a cache too (stored ones are the artifact's data).
         self._bound_nodes = None if self._all_stored else LRUCache(limits.node_rows, self._forget_node)
         if self._stack is not None:
@@ -150,7 +151,9 @@ class PDATokenTable:
         out = {"mask_rows": self._memo.stats(), "bool_masks": self._masks.stats(),
                "walk_rows": self._walks.stats(),
                "interned_sets": {"entries": self.parser.n_interned, "max_entries": self.limits.interned_sets,
-                                 "resets": self.parser.generation}}
+                                 "resets": self.parser.generation},
+               "commit_paths": {"entries": self.parser.n_paths, "max_entries": self.limits.commit_paths,
+                                "resets": self.parser.path_resets}}
         if self._bound_nodes is not None:
             out["node_rows"] = self._bound_nodes.stats()
         if self._stack is not None:
