@@ -112,7 +112,7 @@ class EarleyParser:
         self.generation = 0
         # Per (node, token): where an item of that node is after the token's last two bytes,
         # when every byte before the last leaves it inert or dead (see feed_token).
-        self._paths: dict[tuple[int, int], tuple[int, int] | None] = {}
+        self._paths: dict[tuple[int, int], int | None] = {}
         self.max_paths = 1 << 16
         self.path_resets = 0
 
@@ -185,7 +185,8 @@ class EarleyParser:
         if len(data) < 2:
             return self.feed(chart, data)
         sets, n = chart.sets_to_extend()
-        paths, last = self._paths, []
+        paths = self._paths
+        last: list[Item] = []
         for node, origin in sets[-1].items:
             end = paths.get((node, token), _UNKNOWN)
             if end is _UNKNOWN:
@@ -210,21 +211,20 @@ class EarleyParser:
         """Where an item of ``node`` is after ``data`` (DEAD: it dies), or None when it
         reaches a node that calls or returns before the last byte; memoised (bounded)."""
         nxt, cls, inert = self.byte_next, self.cls, self.inert
-        v = node
+        v, end = node, None
         for b in data[:-1]:
             v = nxt[v][cls[b]]
-            if v == DEAD:
-                break
-            if not inert[v]:
-                v = None
+            if v == DEAD or not inert[v]:
                 break
         else:
-            v = nxt[v][cls[data[-1]]]
+            end = nxt[v][cls[data[-1]]]
+        if v == DEAD:
+            end = DEAD
         if len(self._paths) >= self.max_paths:
             self._paths = {}
             self.path_resets += 1
-        self._paths[node, token] = v
-        return v
+        self._paths[node, token] = end
+        return end
 
     def feed(self, chart: ChartView, data: bytes) -> ChartView | None:
         """``chart`` extended by ``data``, or None if it dies on the way (``chart`` unchanged)."""
