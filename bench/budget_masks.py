@@ -1,8 +1,8 @@
 #!/usr/bin/env python
 """The cost of budget-aware masks: fill_bitmask with and without a token budget.
 
-``--sample grammars`` (the default): for a few regexes, a GBNF grammar and JSON Schemas (one recursive: a PDA) bound to the bundled
-GPT-2 vocabulary, token sequences are drawn once (``gramc.generate`` with random logits and
+``--sample grammars`` (the default): for a few regexes, a GBNF grammar and JSON Schemas (one
+recursive: a PDA; one with a long string: a counted DFA) bound to the bundled GPT-2 vocabulary, token sequences are drawn once (``gramc.generate`` with random logits and
 ``finish=True``, so each ends complete), then replayed on the same matchers. At each position
 ``fill_bitmask`` is timed plain and with a budget, in the same walk:
 
@@ -62,6 +62,10 @@ TREE = {"$ref": "#/$defs/node", "$defs": {"node": {"type": "object", "properties
     "v": {"type": "integer"}, "label": {"type": "string", "maxLength": 10},
     "kids": {"type": "array", "items": {"$ref": "#/$defs/node"}, "maxItems": 3}},
     "required": ["v"], "additionalProperties": False}}}
+#: A long string: a counted artifact (the counter's budget distances, periodic stretches).
+NOTE = {"type": "object", "properties": {"title": {"type": "string", "maxLength": 40},
+                                        "body": {"type": "string", "minLength": 20, "maxLength": 4000}},
+        "required": ["title", "body"], "additionalProperties": False}
 GRAMMARS = {
     "regex:email": (r"[a-z0-9._]{1,10}@[a-z]{2,8}\.(com|org|net)", "regex", 24),
     "regex:date": (r"(19|20)[0-9]{2}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])", "regex", 12),
@@ -69,6 +73,7 @@ GRAMMARS = {
     "gbnf:nested": ('root ::= "[" ( item ( ", " item )* )? "]"\nitem ::= [0-9]{1,3} | root', "gbnf", 32),
     "json_schema:person": (json.dumps(SCHEMA), "json_schema", 48),
     "json_schema:tree": (json.dumps(TREE), "json_schema", 48),
+    "json_schema:note": (json.dumps(NOTE), "json_schema", 48),
 }
 LOOSE = 10_000
 
@@ -214,7 +219,8 @@ def run_samples(args) -> dict:
             first_plain, first_budget = first_masks(art, row)
             seqs = accepted(art, texts, ctx.eos)
             if not seqs:
-                failed.append((name, "no text accepted"))
+                failed.append((name, "no valid instance" if not texts else
+                               f"the plain masks refuse all {len(texts)} valid texts (a validation error)"))
                 continue
             walk(art, seqs, row, timed=False)
             times = walk(art, seqs, row, timed=True)
