@@ -140,6 +140,68 @@ def test_rows_equal_per_row_matchers(device, arts, emulated, seed):
             assert batch.is_finished(r) == ref[r].is_finished()
 
 
+def budget_masks(matchers, budgets, width):
+    """What each per-row matcher gives with its budget (None: no budget)."""
+    out = np.zeros((len(matchers), width), dtype=np.uint32)
+    for i, (m, b) in enumerate(zip(matchers, budgets)):
+        m.fill_bitmask(out[i], budget=b)
+    return out
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_budgeted_rows_equal_per_row_matchers(device, arts, emulated, seed):
+    """Budgets cut DFA, lazy DFA, PDA and counted rows as their own matchers do, whether
+    given per row or by request id, into row- or slot-shaped arrays, and into logits."""
+    rng = np.random.default_rng(seed)
+    names = ["ab", "num", "lazy", "paren", "counted"]
+    batch = make_batch(device, [arts[k] for k in names], 8, emulated)
+    host = Host(batch)
+    ref = {}
+    for i in range(7):
+        name = names[i % len(names)]
+        batch.add(f"r{i}", arts[name])
+        ref[f"r{i}"] = arts[name].matcher()
+    W = n_words(VOCAB.size)
+    cut_somewhere = False
+    for _ in range(10):
+        order = batch.request_ids
+        matchers = [ref[r] for r in order]
+        budgets = [None if rng.random() < 0.25 else int(rng.integers(0, 6)) for _ in order]
+        want = budget_masks(matchers, budgets, W)
+        cut_somewhere |= not np.array_equal(want, expected_masks(matchers, W))
+        assert np.array_equal(host.get(batch.fill_masks(budgets=budgets)), want)
+        named = {r: b for r, b in zip(order, budgets) if b is not None}
+        out = host.masks(np.full((8, W + 1), 77, dtype=np.uint32))
+        batch.fill_masks(out, budgets=named)  # by slot, budgets by request id
+        out = host.get(out).view(np.uint32)
+        for r, row in zip(order, want):
+            assert np.array_equal(out[batch.slot(r)], np.append(row, 0))
+        logits = rng.standard_normal((len(order), VOCAB.size + 13)).astype(np.float32)
+        expect = apply_bitmask(logits.copy(), want)
+        dev_logits = host.logits(logits)
+        batch.apply_masks(dev_logits, budgets=budgets)
+        assert np.array_equal(host.get(dev_logits), expect)
+        tokens = [sample(rng, m) for m in matchers]
+        assert batch.commit(tokens).tolist() == [m.commit_token(t) for m, t in zip(matchers, tokens)]
+    assert cut_somewhere
+
+
+def test_bad_budgets_are_refused_by_the_batch(arts):
+    batch = BatchMatcher([arts["ab"]], 4)
+    batch.add("x")
+    batch.add("y")
+    with pytest.raises(GramcError, match="2 rows"):
+        batch.fill_masks(budgets=[3])
+    with pytest.raises(GramcError, match="not one of this call's rows"):
+        batch.fill_masks(request_ids=["x"], budgets={"y": 2})
+    with pytest.raises(GramcError, match="unknown request"):
+        batch.fill_masks(budgets={"z": 2})
+    with pytest.raises(ValueError, match="budget"):
+        batch.apply_masks(np.zeros((2, VOCAB.size), np.float32), budgets=[-1, None])
+    with pytest.raises(TypeError, match="budget"):
+        batch.fill_masks(budgets=[1.5, None])
+
+
 def test_explicit_row_order_and_slot_indexed_arrays(device, arts, emulated):
     batch = make_batch(device, [arts["ab"], arts["paren"]], 6, emulated)
     host = Host(batch)

@@ -15,21 +15,22 @@ from functools import lru_cache
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 import gramc
 import oracle
 from earley import EarleyOracle
+from gramc.compiler.counted import build_counted_dfa
 from gramc.compiler.dfa import build_dfa
 from gramc.bitmask import n_words, unpack_row
 from gramc.compiler.frontends.gbnf import parse_gbnf
 from gramc.compiler.ir import NOTHING, Grammar, Ref, alt, byte_range, literal, repeat, seq
 from gramc.compiler.passes import optimize
 from gramc.compiler.pda import build_pda
-from gramc.errors import GramcError
 from gramc.generation import generate
 from gramc.runtime.budget import budget_of
+from gramc.runtime.counted import CountedArtifact
 from gramc.runtime.dfa_artifact import DFAArtifact
 from gramc.runtime.pda_artifact import PDAArtifact
 from strategies import exprs, small_vocabs
@@ -163,12 +164,106 @@ def test_bad_budgets_are_refused(bad, error):
             m.allowed_tokens(budget=bad)
 
 
-def test_counted_artifacts_refuse_a_budget_clearly():
+# ------------------------------------------------------------ counted DFAs: exact
+
+#: Tokens around a counted item: "<" and ">" frame it, ";" ends each iteration, and some
+#: tokens span several iterations or leave the repetition.
+COUNTED_TOKENS = [b"<", b";", b">", b"a;", b";a", b";>", b"<a", b"a;a;", b"b;<", b"a;b;c;", b";>\x00", b"c;c"]
+
+
+def counted_pair(body, vocab: gramc.Vocab):
+    """The counted artifact of ``body`` (every repetition counted that can be) and its
+    unrolled DFA, whose budget masks are exact by the brute-force test above."""
+    g = optimize(Grammar.single(body))
+    cdfa = build_counted_dfa(g, min_states=1)
+    assert cdfa is not None
+    counted = CountedArtifact.bound(cdfa, {"format": "ir"}, vocab)
+    assert counted.kind == "counted"
+    return counted, DFAArtifact.bound(build_dfa(g), {"format": "ir"}, vocab)
+
+
+@settings(max_examples=60, deadline=None)
+@given(exprs(max_leaves=4), small_vocabs(), st.booleans(), st.integers(0, 3), st.integers(2, 4), st.data())
+def test_counted_budget_masks_equal_brute_force(item, tokens, eos, lo, hi, data):
+    body = seq(literal(b"<"), repeat(seq(item, literal(b";")), min(lo, hi), hi), literal(b">"))
+    assume(build_counted_dfa(optimize(Grammar.single(body)), min_states=1) is not None)
+    vocab = dfa_vocab(tokens + [t for t in COUNTED_TOKENS if t not in tokens], eos)
+    art, _ = counted_pair(body, vocab)
+    m = art.matcher()
+    prefix = b""
+    row = np.zeros(n_words(vocab.size), dtype=np.uint32)
+    for _ in range(5):
+        for n in range(5):
+            expected = exact_mask(body, vocab, prefix, n)
+            assert np.array_equal(m.mask(budget=n), expected), (prefix, n)
+            m.fill_bitmask(row, budget=n)
+            assert np.array_equal(unpack_row(row, vocab.size), expected)
+        found, expect = m.tokens_to_finish(), fewest(body, vocab, prefix)
+        assert found == expect if expect is not None else (found is None or found > 8)
+        allowed = np.flatnonzero(m.mask()[: vocab.size - eos])
+        if not len(allowed):
+            break
+        t = int(data.draw(st.sampled_from(allowed.tolist())))
+        assert m.commit_token(t)
+        prefix += vocab.tokens[t]
+
+
+COUNTED_ITEMS = {
+    "one_byte": (literal(b"a"), 0, 300),
+    "exact_count": (literal(b"a"), 60, 60),
+    "two_ways": (alt(literal(b"a"), literal(b"bc")), 40, 200),
+    "optional_tail": (seq(alt(literal(b"a"), literal(b"c")), repeat(literal(b"b"), 0, 2)), 50, 120),
+}
+
+
+@pytest.mark.parametrize("name", sorted(COUNTED_ITEMS))
+def test_counted_budget_masks_equal_the_unrolled_dfa_on_long_bounds(name):
+    """Bounds far longer than the longest token (6 bytes) take the periodic stretches; the
+    outer loop makes sites and outer states depend on each other (rounds)."""
+    item, lo, hi = COUNTED_ITEMS[name]
+    rep = seq(literal(b"<"), repeat(seq(item, literal(b";")), lo, hi), literal(b">"))
+    vocab = dfa_vocab(COUNTED_TOKENS + [b"a", b"b", b"c", b"a;a;a;", b"bc;"], eos=True)
+    counted, unrolled = counted_pair(repeat(rep, 1, None), vocab)
+    assert counted.matcher().tokens_to_finish() is not None
+    assert any(layers.periodic for layers in budget_of(counted.token_table)._layers)
+    rng = np.random.default_rng(len(name))
+    for _ in range(6):
+        a, b = counted.matcher(), unrolled.matcher()
+        for _ in range(120):
+            need = b.tokens_to_finish()
+            assert a.tokens_to_finish() == need
+            for n in {0, 1, 2, 3, need - 1, need, need + 1, need + 4} - {-1}:
+                assert np.array_equal(a.mask(budget=n), b.mask(budget=n)), n
+            allowed = np.flatnonzero(b.mask()[: vocab.size - 1])
+            if not len(allowed):
+                break
+            t = int(rng.choice(allowed))
+            assert a.commit_token(t) and b.commit_token(t)
+
+
+def test_counted_distances_on_gpt2_are_the_least_over_the_next_tokens():
+    """No unrolled DFA of a 3,000-character minimum binds quickly: the distances are checked
+    by their own equation instead, at states inside the string: the fewest tokens to finish
+    is one more than the least over the allowed tokens of the fewest after it."""
     vocab = gramc.Vocab.gpt2()
-    art = gramc.compile("[a-z]{1,5000}", vocab=vocab)
+    art = gramc.compile(json.dumps({"type": "string", "minLength": 3000, "maxLength": 5000}),
+                        format="json_schema", vocab=vocab)
     assert art.kind == "counted"
-    with pytest.raises(GramcError, match="counted"):
-        art.matcher().mask(budget=3)
+    m = art.matcher()
+    rng = np.random.default_rng(0)
+    for step in range(30):
+        if step in (0, 1, 29):
+            allowed = np.flatnonzero(m.mask()[:GPT2_EOS])
+            after = []
+            for t in allowed.tolist():
+                f = m.fork()
+                assert f.commit_token(t)
+                after.append(f.tokens_to_finish())
+            assert m.tokens_to_finish() == 1 + min(after)
+            need = m.tokens_to_finish()
+            cut = np.flatnonzero(m.mask(budget=need)[:GPT2_EOS])
+            assert set(cut.tolist()) == {t for t, d in zip(allowed.tolist(), after) if d <= need - 1}
+        assert m.commit_token(int(rng.choice(np.flatnonzero(m.mask()[:GPT2_EOS]))))
 
 
 # ------------------------------------------------------------ PDA: the documented bound
@@ -305,6 +400,9 @@ SCHEMA = {
                    "tags": {"type": "array", "items": {"type": "string", "maxLength": 5}, "maxItems": 2}},
     "required": ["name", "age"], "additionalProperties": False,
 }
+#: A string long enough to be a counter: the artifact is counted.
+COUNTED_SCHEMA = {"type": "object", "properties": {"note": {"type": "string", "maxLength": 3000}},
+                  "required": ["note"], "additionalProperties": False}
 TREE = {"$ref": "#/$defs/node", "$defs": {"node": {
     "type": "object", "properties": {"v": {"type": "integer"}, "kids": {"type": "array", "items": {"$ref": "#/$defs/node"}}},
     "required": ["v"], "additionalProperties": False}}}
@@ -314,6 +412,8 @@ FINISH = {
     "gbnf": ('root ::= "[" ( item ( ", " item )* )? "]"\nitem ::= [0-9]{1,3} | root', "gbnf", 6),
     "json_schema": (json.dumps(SCHEMA), "json_schema", 10),
     "json_schema_recursive": (json.dumps(TREE), "json_schema", 10),
+    "regex_counted": (r"[a-z ]{1,3000}\.", "regex", 6),
+    "json_schema_counted": (json.dumps(COUNTED_SCHEMA), "json_schema", 10),
 }
 
 
@@ -337,6 +437,7 @@ def finish_artifacts():
 @pytest.mark.parametrize("name", sorted(FINISH))
 def test_finish_ends_every_generation_complete_within_max_tokens(name, finish_artifacts):
     art = finish_artifacts[name]
+    assert (art.kind == "counted") == name.endswith("_counted")
     max_tokens = FINISH[name][2]
     assert art.matcher().tokens_to_finish() <= max_tokens + 1  # the shortest completion fits
     for seed in SEEDS:
@@ -344,7 +445,7 @@ def test_finish_ends_every_generation_complete_within_max_tokens(name, finish_ar
         assert r.complete and len(r.tokens) <= max_tokens, (seed, r.text, r.stop_reason)
 
 
-@pytest.mark.parametrize("name", ["regex", "gbnf"])
+@pytest.mark.parametrize("name", ["regex", "gbnf", "regex_counted", "json_schema_counted"])
 def test_without_finish_the_same_runs_are_cut(name, finish_artifacts):
     art = finish_artifacts[name]
     cut = sum(not generate(art, model(seed), max_tokens=FINISH[name][2], temperature=1.0, seed=seed).complete

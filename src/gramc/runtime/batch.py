@@ -16,6 +16,13 @@ searchsorted advances the states); PDA requests keep a per-row
 GPU and the kernels of :mod:`gramc.runtime.cuda` gather masks and advance states there;
 PDA masks are still computed on the CPU and uploaded once per step.
 
+Token budgets (``budgets=`` of :meth:`~BatchMatcher.fill_masks` and
+:meth:`~BatchMatcher.apply_masks`, one per row, None for none) cut each budgeted row as
+``Matcher.mask(budget=n)`` does (:mod:`gramc.runtime.budget`). The budgeted rows are computed
+on the host, on both paths: on the device path they replace those rows after the kernels
+(``fill_masks``) or are applied after them (``apply_masks``: a budget row allows a subset of
+the plain row), at the price of downloading the DFA states once per call that has a budget.
+
 Example:
 
 >>> import numpy as np, gramc
@@ -45,6 +52,7 @@ import numpy as np
 
 from gramc.errors import GramcError, LimitExceededError, VocabularyError
 from gramc.bitmask import n_words
+from gramc.runtime.budget import budget_of, check_budget
 from gramc.runtime.cuda.tables import DFAArrays
 
 if TYPE_CHECKING:
@@ -270,12 +278,14 @@ class BatchMatcher:
             groups.append((int(e), pos, slots[pos]))
         return _Plan(slots, groups, dfa_pos, slots[dfa_pos], pda_pos, slots[pda_pos])
 
-    def _host_side(self) -> Any:
-        """The callbacks the device engine needs for the work that stays on the host."""
+    def _host_side(self, cut: tuple[np.ndarray, list[int]] | None = None) -> Any:
+        """The callbacks the device engine needs for the work that stays on the host
+        (``cut``: the budgeted rows of this call, see :meth:`_budgets`)."""
         from gramc.runtime.cuda.engine import HostSide
 
+        rows = None if cut is None else (lambda plan: self._budget_masks(plan, cut))
         return HostSide(by_slot=self._targets, fill_pda=self._fill_pda,
-                        commit_pda=self._commit_pda, host_tokens=_host_tokens)
+                        commit_pda=self._commit_pda, host_tokens=_host_tokens, budget_rows=rows)
 
     def _targets(self, n_rows: int, plan: RowMaps, what: str) -> bool:
         """Whether an array of ``n_rows`` rows is indexed by slot (else by row position)."""
@@ -288,7 +298,8 @@ class BatchMatcher:
 
     # ------------------------------------------------------------ masks
 
-    def fill_masks(self, out: Any = None, request_ids: Iterable[Hashable] | None = None) -> Any:
+    def fill_masks(self, out: Any = None, request_ids: Iterable[Hashable] | None = None, *,
+                   budgets: Any = None) -> Any:
         """The packed mask of every row (uint32 ``[n, n_words]``, see :mod:`gramc.bitmask`).
 
         Args:
@@ -296,19 +307,73 @@ class BatchMatcher:
                 per slot; other rows are left as they are), at least ``n_words`` wide (extra
                 words are zeroed). A device array on the device path.
             request_ids: the rows, in order (default: :attr:`request_ids`).
+            budgets: token budgets, as ``Matcher.mask(budget=)`` takes them: one per row
+                (None: no budget for that row), or ``{request_id: budget}`` (the requests not
+                named have none). Default: no budgets.
 
         Returns:
             ``out``, or a new array (a device array on the device path).
+
+        Raises:
+            GramcError: ``budgets`` has not one entry per row, or names a request not in
+                the rows.
+            TypeError / ValueError: a budget is not an int >= 0.
         """
         plan = self._plan(request_ids)
+        cut = self._budgets(plan, budgets)
         if self._engine is not None:
-            return self._engine.fill_masks(plan, out, self._host_side())
+            return self._engine.fill_masks(plan, out, self._host_side(cut))
         n, W = len(plan.slots), self.n_words
         if out is None:
             out = np.empty((n, W), dtype=np.uint32)
         _check_mask_array(out, W)
-        self._fill_rows(out, plan, by_slot=self._targets(out.shape[0], plan, "out"))
+        by_slot = self._targets(out.shape[0], plan, "out")
+        self._fill_rows(out, plan, by_slot)
+        if cut is not None:
+            pos, masks = self._budget_masks(plan, cut)
+            out[plan.slots[pos] if by_slot else pos, :W] = masks.view(out.dtype)
         return out
+
+    def _budgets(self, plan: _Plan, budgets: Any) -> tuple[np.ndarray, list[int]] | None:
+        """The budgeted rows of a call: (their positions, their budgets), or None for none."""
+        if budgets is None:
+            return None
+        n = len(plan.slots)
+        if isinstance(budgets, dict):
+            at = {int(s): p for p, s in enumerate(plan.slots.tolist())}
+            pairs = []
+            for rid, b in budgets.items():
+                p = at.get(self.slot(rid))
+                if p is None:
+                    raise GramcError(f"budgets names request {rid!r}, which is not one of this call's rows")
+                pairs.append((p, b))
+        else:
+            values = list(budgets)
+            if len(values) != n:
+                raise GramcError(f"got {len(values)} budgets for {n} rows (one per row, None for none)")
+            pairs = list(enumerate(values))
+        pairs = sorted((p, check_budget(b)) for p, b in pairs if b is not None)
+        if not pairs:
+            return None
+        return np.array([p for p, _ in pairs], dtype=np.int32), [b for _, b in pairs]
+
+    def _budget_masks(self, plan: RowMaps, cut: tuple[np.ndarray, list[int]]) -> tuple[np.ndarray, np.ndarray]:
+        """The budgeted rows' packed masks (uint32 ``[k, n_words]``), as a per-row matcher
+        gives them with its budget; with their positions."""
+        pos, values = cut
+        masks = np.zeros((len(pos), self.n_words), dtype=np.uint32)
+        states = None
+        for i, (p, n) in enumerate(zip(pos.tolist(), values)):
+            slot = int(plan.slots[p])
+            entry = self._entries[self._entry[slot]]
+            if entry.arrays is None:
+                self._matchers[slot].fill_bitmask(masks[i], budget=n)
+                continue
+            if states is None:
+                states = self._state if self._engine is None else self._engine.states()
+            if states[slot] != ENDED:
+                masks[i] = budget_of(entry.artifact.token_table).words(int(states[slot]), n)
+        return pos, masks
 
     def _fill_rows(self, out: np.ndarray, plan: _Plan, by_slot: bool) -> None:
         """The numpy reference of kernel ``gramc_dfa_fill_bitmask``, plus the PDA rows."""
@@ -334,7 +399,8 @@ class BatchMatcher:
         for row, slot in zip(targets, plan.pda_slots.tolist()):
             self._matchers[slot].fill_bitmask(out[row])
 
-    def apply_masks(self, logits: Any, request_ids: Iterable[Hashable] | None = None) -> None:
+    def apply_masks(self, logits: Any, request_ids: Iterable[Hashable] | None = None, *,
+                    budgets: Any = None) -> None:
         """Set the disallowed logits of every row to -inf, in place.
 
         Args:
@@ -342,16 +408,21 @@ class BatchMatcher:
                 too) of ``n`` rows (one per row) or ``capacity`` rows (one per slot); columns
                 past the vocabulary are disallowed. On the device path: a CUDA tensor or array.
             request_ids: the rows, in order (default: :attr:`request_ids`).
+            budgets: token budgets, as for :meth:`fill_masks`.
         """
         plan = self._plan(request_ids)
+        cut = self._budgets(plan, budgets)
         if self._engine is not None:
-            self._engine.apply_masks(plan, logits, self._host_side())
+            self._engine.apply_masks(plan, logits, self._host_side(cut))
             return
         squeeze = getattr(logits, "ndim", 2) == 1
         matrix = logits[None] if squeeze else logits
         rows = plan.slots if self._targets(matrix.shape[0], plan, "logits") else None
         masks = np.empty((len(plan.slots), self.n_words), dtype=np.uint32)
         self._fill_rows(masks, plan, by_slot=False)
+        if cut is not None:
+            pos, budgeted = self._budget_masks(plan, cut)
+            masks[pos] = budgeted
         apply_packed(matrix, masks, rows)
 
     # ------------------------------------------------------------ commits

@@ -15,6 +15,9 @@ for them. A lazy table binds every state's row first (the search needs every tra
 Per state the allowed tokens sorted by their target's distance make a budget cut a prefix;
 the cut rows are cached by (state, prefix length).
 
+**Counted DFA artifacts: exact**, by distances computed per counter layer with periodic
+stretches (:mod:`gramc.runtime.budget_counted`).
+
 **PDA artifacts: a sound upper bound.** The fewest tokens from a configuration needs the
 stack and the vocabulary together; :class:`PDABudget` uses the fewest *single-byte tokens*
 (and grammar special tokens, one token each) that complete it: per node, the fewest such
@@ -63,10 +66,14 @@ def check_budget(budget: Any) -> int:
     return n
 
 
-def budget_of(table: Any) -> "DFABudget | PDABudget":
-    """The budget masks of a token table (made on first use and kept with the table)."""
+def budget_of(table: Any) -> Any:
+    """The budget masks of a token table (made on first use and kept with the table): a
+    :class:`DFABudget`, a :class:`PDABudget` or a
+    :class:`~gramc.runtime.budget_counted.CountedBudget`."""
     found = _tables.get(table)
     if found is None:
+        from gramc.runtime.budget_counted import CountedBudget
+        from gramc.runtime.counted import CountedTokenTable
         from gramc.runtime.pda_tokens import PDATokenTable
         from gramc.runtime.token_table import TokenTable
 
@@ -74,10 +81,10 @@ def budget_of(table: Any) -> "DFABudget | PDABudget":
             found = DFABudget(table)
         elif isinstance(table, PDATokenTable):
             found = PDABudget(table)
+        elif isinstance(table, CountedTokenTable):
+            found = CountedBudget(table)
         else:
-            raise GramcError(f"token budgets are not supported for {type(table).__name__} "
-                             "(counted repetitions): compile without counters (smaller repeats) "
-                             "or generate without a budget")
+            raise GramcError(f"token budgets are not supported for {type(table).__name__}")
         _tables[table] = found
     return found
 

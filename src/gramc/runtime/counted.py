@@ -161,6 +161,11 @@ class CountedTokenTable:
         self._masks = LRUCache(limits.bool_masks)
         self._slices = LRUCache(limits.node_slices)
 
+    @property
+    def limits(self) -> RuntimeLimits:
+        """The runtime limits the caches are bounded by."""
+        return self._limits
+
     def cache_stats(self) -> dict[str, dict[str, int]]:
         """Per cache: entries now, its bound, and evictions so far."""
         return {"mask_rows": self._rows.stats(), "bool_masks": self._masks.stats(),

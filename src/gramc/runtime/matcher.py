@@ -36,8 +36,8 @@ class Matcher:
 
     A *budget* (``mask(budget=n)``, ``fill_bitmask(out, budget=n)``) is the number of tokens
     that may still be committed, end-of-sequence included: only tokens after which the output
-    can still be completed within ``n - 1`` more are allowed (exactly for DFA artifacts; by a
-    sound bound for PDA artifacts, see :mod:`gramc.runtime.budget`).
+    can still be completed within ``n - 1`` more are allowed (exactly for DFA and counted DFA
+    artifacts; by a sound bound for PDA artifacts, see :mod:`gramc.runtime.budget`).
 
     Subclasses provide the parse-state primitives: ``_start()``, ``_words(state)``,
     ``_step_token(state, t)``, ``_step_bytes(state, data)``, ``_complete(state)``,
@@ -128,7 +128,7 @@ class Matcher:
 
     def tokens_to_finish(self) -> int | None:
         """The fewest tokens that complete the output from here, EOS included where the
-        vocabulary has one: exact for a DFA artifact, the bound budget masks use for a PDA
+        vocabulary has one: exact for a (counted) DFA artifact, the bound budget masks use for a PDA
         artifact (:mod:`gramc.runtime.budget`); 0 once ended; None where none is known."""
         if self._ended:
             return 0

@@ -277,10 +277,21 @@ def counted_slice(rows: np.ndarray, finals: np.ndarray, exit_bytes: np.ndarray, 
 
 def _counted_walk(rows: np.ndarray, finals: np.ndarray, exit_bytes: np.ndarray, start: int, node: int,
                   max_u: int, trie: TokenTrie, buf: WalkBuffers) -> CountedSlice:
+    """The :class:`CountedSlice` of :func:`counted_moves` (the tokens' end nodes dropped)."""
+    pos, u, _, exits = counted_moves(rows, finals, exit_bytes, start, node, max_u, trie, buf)
+    order = np.argsort(u.astype(np.int16), kind="stable")  # a stable sort of 16-bit keys is a radix sort
+    return CountedSlice(trie, pos[order], u[order].astype(np.int16), exits, max_u)
+
+
+def counted_moves(rows: np.ndarray, finals: np.ndarray, exit_bytes: np.ndarray, start: int, node: int,
+                  max_u: int, trie: TokenTrie, buf: WalkBuffers
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Every token walked from item node ``node`` through the item looped on itself, counted:
     state ``1 + u*m + i`` is item node ``i`` after ``u`` further iterations began, and state
     ``1 + (max_u+1)*m + u`` the exit at the boundary after ``u + 1`` (a marked state with no
-    way on)."""
+    way on). Returns the tokens read alive (sorted positions, their ``u``, their end node)
+    and the exits (rows of lo, hi, depth of the exit byte, u; ascending by u). The token
+    budgets of counted DFAs need the end nodes; masks need only the counts."""
     # The item's own byte classes: a table of a few columns walks several times faster.
     columns, cls = np.unique(np.vstack([rows, exit_bytes[None]]), axis=1, return_inverse=True)
     rows, exit_bytes = columns[:-1], columns[-1].astype(bool)
@@ -304,13 +315,12 @@ def _counted_walk(rows: np.ndarray, finals: np.ndarray, exit_bytes: np.ndarray, 
                         buf.hits, buf.pending, buf.missing)
     pos, end = buf.pos[:ne], buf.next[:ne]
     inside = ~marker[end]  # a token ending on an exit byte is the exit walk's to judge
-    u = ((end[inside] - 1) // m).astype(np.int16)  # a stable sort of 16-bit keys is a radix sort
-    order = np.argsort(u, kind="stable")
+    u, ends = np.divmod(end[inside] - 1, m)
     exits = buf.hits[:nh].copy()
     exits[:, 2] -= 1  # from the boundary: the exit byte is read on the real stack
     exits[:, 3] -= 1 + (max_u + 1) * m
     exits = exits[np.argsort(exits[:, 3], kind="stable")]
-    return CountedSlice(trie, pos[inside][order].copy(), u[order], exits, max_u)
+    return pos[inside].copy(), u, ends, exits
 
 
 class _Flow:

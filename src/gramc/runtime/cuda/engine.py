@@ -67,12 +67,16 @@ class HostSide:
         commit_pda: ``commit_pda(rows, tokens)``: commit the PDA rows' tokens (``tokens``:
             int64, one per row of the call); returns their accepted flags, in order.
         host_tokens: ``host_tokens(tokens, n)``: the caller's tokens as int64 on the host.
+        budget_rows: ``budget_rows(rows)``: the rows of this call cut to a token budget, as
+            (positions int32, packed masks uint32 ``[k, W]``), computed on the host; None
+            when the call has no budget.
     """
 
     by_slot: Callable[[int, RowMaps, str], bool]
     fill_pda: Callable[[RowMaps, np.ndarray], None]
     commit_pda: Callable[[RowMaps, np.ndarray], np.ndarray]
     host_tokens: Callable[[Any, int], np.ndarray]
+    budget_rows: Callable[[RowMaps], tuple[np.ndarray, np.ndarray]] | None = None
 
 
 class DeviceEngine:
@@ -92,6 +96,7 @@ class DeviceEngine:
         self._dev_masks: Any = None
         self._last_n = 0  # rows of the last commit (none yet)
         self._pda_ok: tuple[np.ndarray, np.ndarray] | None = None  # its PDA rows' (positions, flags)
+        self._keep_budget: tuple[Any, Any] | None = None  # the last budgeted rows' device buffers
 
     # ------------------------------------------------------------ setup
 
@@ -189,7 +194,24 @@ class DeviceEngine:
         if len(plan.pda_pos):
             src = self._upload_pda_masks(plan, host)
             b.scatter_bitmask_rows(view, len(plan.pda_pos), maps["pda_target"], src, W, W)
+        budgeted = self._upload_budget_rows(plan, by_slot, host)
+        if budgeted is not None:  # the budgeted rows replace what the kernels wrote
+            b.scatter_bitmask_rows(view, budgeted[0], budgeted[1], budgeted[2], W, W)
         return out
+
+    def _upload_budget_rows(self, plan: RowMaps, by_slot: bool, host: HostSide) -> tuple[int, int, int] | None:
+        """The budgeted rows' host masks uploaded: (rows, address of their target rows,
+        address of the masks), or None without budgets. The buffers stay alive until the
+        next call that has budgets (the kernels reading them have run by then)."""
+        if host.budget_rows is None:
+            return None
+        pos, masks = host.budget_rows(plan)
+        if not len(pos):
+            return None
+        b = self.backend
+        targets = (plan.slots[pos] if by_slot else pos).astype(np.int32)
+        self._keep_budget = (b.upload(np.ascontiguousarray(masks, dtype=np.uint32)), b.upload(targets))
+        return len(pos), b.ptr(self._keep_budget[1]), b.ptr(self._keep_budget[0])
 
     def apply_masks(self, plan: RowMaps, logits: Any, host: HostSide) -> None:
         b, W = self.backend, self._width
@@ -201,6 +223,9 @@ class DeviceEngine:
         if len(plan.pda_pos):
             src = self._upload_pda_masks(plan, host)
             b.apply_bitmask(view, len(plan.pda_pos), src, W, W, logit_rows=maps["pda_target"])
+        budgeted = self._upload_budget_rows(plan, by_slot, host)
+        if budgeted is not None:  # a budgeted row allows a subset of its plain row: applied after it
+            b.apply_bitmask(view, budgeted[0], budgeted[2], W, W, logit_rows=budgeted[1])
 
     def commit(self, plan: RowMaps, tokens: Any, wait: bool, host: HostSide) -> np.ndarray | None:
         b, n = self.backend, len(plan.slots)
