@@ -430,7 +430,7 @@ def parse_structural_tag(text: str, options: Mapping[str, Any] | None = None,
     lowering = _Lowering(options or {}, source_name, limits)
     if not isinstance(doc, dict):
         raise lowering.error("", f"expected a JSON object, found {_json_kind(doc)}")
-    kind = lowering.field(doc, "type", "", (str,))
+    kind = lowering.field(doc, "type", "", (str,), "structural_tag")  # XGrammar's default too
     if kind != "structural_tag":
         raise lowering.error("type", f"expected 'structural_tag', found {kind!r}")
     if "format" in doc or "structures" not in doc:
