@@ -1,0 +1,179 @@
+"""Captures (llguidance Lark ``[capture]``): ``Matcher.captures()`` against references.
+
+- Python ``re`` with named groups: on complete outputs, gramc's captures are the groups' spans;
+  on every prefix, they are the spans every completion's match agrees on (the definition in
+  :mod:`gramc.runtime.captures`: a capture is reported once more text cannot change it),
+  computed by brute force over all completions up to a few characters.
+- llguidance (PyPI), where installed: the (name, text) pairs it reports after each byte, on
+  grammars whose captured terminals end at a delimiter (llguidance's lexer is greedy, so
+  elsewhere its language differs from the grammar's).
+- Rollback and fork keep captures consistent; grammars without captures keep plain matchers.
+"""
+
+from __future__ import annotations
+
+import itertools
+import random
+import re
+
+import pytest
+
+import gramc
+from gramc.errors import UnsupportedFeatureError
+from gramc.runtime.matcher import DFAMatcher
+
+# (Lark grammar, the same language as a regex with named groups, a generator of members,
+#  the alphabet completions are drawn from)
+CASES = {
+    "delimited": ('start: r "x" s "."\nr[capture]: /[0-9]+/\ns[capture="word"]: /[a-z]+/\n',
+                  r"(?P<r>[0-9]+)x(?P<word>[a-z]+)\.",
+                  lambda g: _digits(g) + "x" + _letters(g) + ".", "01abx."),
+    "optional key": ('start: (k "=")? v ";"\nk[capture="key"]: /[a-z]+/\nv[capture="val"]: /[a-z0-9]+/\n',
+                     r"(?:(?P<key>[a-z]+)=)?(?P<val>[a-z0-9]+);",
+                     lambda g: (_letters(g) + "=" if g.random() < 0.5 else "") + g.choice([_letters, _digits])(g) + ";",
+                     "01ab=;"),
+    "nested": ('start: "<" outer ">"\nouter[capture]: /[a-z]/ inner /[a-z]/\ninner[capture]: /[0-9]+/\n',
+               r"<(?P<outer>[a-z](?P<inner>[0-9]+)[a-z])>",
+               lambda g: "<" + _letters(g, 1) + _digits(g) + _letters(g, 1) + ">", "01ab<>"),
+    "open end": ('start: r s?\nr[capture]: /[0-9]+/\ns[capture]: "a"+\n',
+                 r"(?P<r>[0-9]+)(?P<s>a+)?",
+                 lambda g: _digits(g) + "a" * g.randrange(3), "01a"),
+}
+COMPLETION = 5  # completions tried up to this many characters
+
+
+def _digits(g: random.Random) -> str:
+    return "".join(g.choice("01") for _ in range(g.randint(1, 3)))
+
+
+def _letters(g: random.Random, n: int | None = None) -> str:
+    return "".join(g.choice("ab") for _ in range(n or g.randint(1, 3)))
+
+
+def groups(pattern: re.Pattern, text: str) -> set[tuple[str, int, int]]:
+    m = pattern.fullmatch(text)
+    assert m is not None, text
+    return {(name, *m.span(name)) for name in pattern.groupindex if m.group(name) is not None}
+
+
+def settled(pattern: re.Pattern, prefix: str, alphabet: str) -> set[tuple[str, int, int]]:
+    """The spans within ``prefix`` that every member starting with ``prefix`` (up to
+    COMPLETION more characters) has."""
+    common = None
+    for k in range(COMPLETION + 1):
+        for tail in itertools.product(alphabet, repeat=k):
+            text = prefix + "".join(tail)
+            m = pattern.fullmatch(text)
+            if m is None:
+                continue
+            spans = {(n, *m.span(n)) for n in pattern.groupindex
+                     if m.group(n) is not None and m.end(n) <= len(prefix)}
+            common = spans if common is None else common & spans
+    assert common is not None, f"{prefix!r} has no completion"
+    return common
+
+
+@pytest.fixture(scope="module")
+def compiled():
+    return {name: gramc.compile(lark, format="lark", vocab="gpt2", lazy=True) for name, (lark, *_) in CASES.items()}
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_captures_equal_the_regex_groups(case, compiled):
+    _, regex, member, alphabet = CASES[case]
+    pattern = re.compile(regex)
+    rng = random.Random(case)
+    for _ in range(12):
+        text = member(rng)
+        m = compiled[case].matcher()
+        for i, ch in enumerate(text):
+            got = {(n, a, b) for n, a, b, data in m.captures()}
+            assert got == settled(pattern, text[:i], alphabet), (text, text[:i])
+            assert m.commit_bytes(ch.encode())
+        final = m.captures(final=True)
+        assert {(n, a, b) for n, a, b, _ in final} == groups(pattern, text), text
+        assert all(data == text.encode()[a:b] for _, a, b, data in final)
+
+
+def test_captures_follow_rollback_fork_reset_and_eos(compiled):
+    art = compiled["delimited"]
+    vocab = gramc.load_vocab("gpt2")
+    m = art.matcher()
+    for chunk in (b"12", b"x", b"ab"):
+        assert m.commit_bytes(chunk)
+    assert m.captures() == [("r", 0, 2, b"12")]
+    fork = m.fork()
+    assert fork.commit_bytes(b".") and fork.captures() == [("r", 0, 2, b"12"), ("word", 3, 5, b"ab")]
+    assert m.captures() == [("r", 0, 2, b"12")]  # the fork's text is its own
+    m.rollback(2)
+    assert m.captures() == [] and m.commit_bytes(b"3x")
+    assert m.captures() == [("r", 0, 3, b"123")]
+    m.reset()
+    assert m.captures() == []
+    ids = [vocab.tokens.index(t) for t in (b"7", b"x", b"hello", b".")]
+    assert m.commit_tokens(ids) == 4
+    assert m.captures() == [("r", 0, 1, b"7"), ("word", 2, 7, b"hello")]
+    assert m.commit_token(vocab.eos_ids[0]) and m.captures() == [("r", 0, 1, b"7"), ("word", 2, 7, b"hello")]
+
+
+def test_repeated_captures_are_each_reported():
+    art = gramc.compile('start: item ("," item)*\nitem[capture]: /[a-z]+/\n', format="lark", vocab="gpt2", lazy=True)
+    m = art.matcher()
+    assert m.commit_bytes(b"ab,c,de")
+    assert m.captures() == [("item", 0, 2, b"ab"), ("item", 3, 4, b"c")]
+    assert m.captures(final=True)[-1] == ("item", 5, 7, b"de")
+
+
+def test_grammars_without_captures_keep_plain_matchers():
+    art = gramc.compile('start: r\nr: /[0-9]+/\n', format="lark", vocab="gpt2", lazy=True)
+    m = art.matcher()
+    assert type(m) is DFAMatcher and "captures" not in art.meta
+    assert m.commit_bytes(b"12") and m.captures() == []
+
+
+def test_captures_under_ignore_leave_out_the_gap():
+    art = gramc.compile('start: a b\na[capture]: /[a-z]+/\nb[capture]: /[0-9]+/\n%ignore " "\n',
+                        format="lark", vocab="gpt2", lazy=True)
+    m = art.matcher()
+    assert m.commit_bytes(b" ab  12")
+    assert m.captures(final=True) == [("a", 1, 3, b"ab"), ("b", 5, 7, b"12")]
+
+
+def test_stop_captures_are_refused_when_asked_for():
+    art = gramc.compile('start: r "!"\nr[capture, stop="."]: /[a-z]+/\n', format="lark", vocab="gpt2", lazy=True)
+    m = art.matcher()
+    assert m.commit_bytes(b"ab.!")  # the language is unchanged
+    with pytest.raises(UnsupportedFeatureError, match="stop="):
+        m.captures()
+
+
+@pytest.mark.parametrize("case", ["delimited", "nested"])
+def test_captures_agree_with_llguidance(case, compiled):
+    llg = pytest.importorskip("llguidance")
+
+    class Bytes:
+        eos_token_id, bos_token_id = 256, None
+        tokens = [bytes([i]) for i in range(256)] + [b"<eos>"]
+        special_token_ids = [256]
+
+        def __call__(self, s):
+            return list(s.encode() if isinstance(s, str) else s)
+
+    tok = llg.LLTokenizer(llg.TokenizerWrapper(Bytes()), n_vocab=257)
+    lark, _, member, _ = CASES[case]
+    rng = random.Random(case)
+    for _ in range(12):
+        text = member(rng)
+        ours = compiled[case].matcher()
+        theirs = llg.LLMatcher(tok, llg.grammar_from("lark", lark), log_level=0)
+        for b in text.encode():
+            assert ours.commit_bytes(bytes([b])) and theirs.consume_token(b)
+            assert sorted((n, d) for n, _, _, d in ours.captures()) == sorted(theirs.get_captures()), text
+
+
+def test_captures_inside_nested_lark_grammars():
+    art = gramc.compile('start: "<" sub ">"\nsub: %lark {\nstart: r "!"\nr[capture="inner"]: /[a-z]+/\n}\n',
+                        format="lark", vocab="gpt2", lazy=True)
+    m = art.matcher()
+    assert m.commit_bytes(b"<ab") and m.captures() == []
+    assert m.commit_bytes(b"!") and m.captures() == [("inner", 1, 3, b"ab")]
