@@ -177,3 +177,18 @@ def test_captures_inside_nested_lark_grammars():
     m = art.matcher()
     assert m.commit_bytes(b"<ab") and m.captures() == []
     assert m.commit_bytes(b"!") and m.captures() == [("inner", 1, 3, b"ab")]
+
+
+def test_a_capture_grammar_too_large_to_write_lists_its_captures_as_unsupported():
+    from gramc.compiler.captures import MAX_CAPTURE_SYMBOLS, capture_grammar
+    from gramc.compiler.ir import Grammar, Ref, literal, repeat
+    from gramc.runtime.captures import CaptureGrammar
+
+    body = repeat(literal(b"ab"), 0, MAX_CAPTURE_SYMBOLS)
+    doc = capture_grammar(Grammar({"s": Ref("r"), "r": body}, "s", captures={"r": "x"}))
+    assert doc["names"] == [] and "too large" in doc["unsupported"]["x"]
+    small = capture_grammar(Grammar({"s": Ref("r"), "r": repeat(literal(b"ab"), 1, 3)}, "s", captures={"r": "x"}))
+    parser = CaptureGrammar(small)
+    text = list(b"abab")
+    assert parser.captures(text, range(5), b"abab", final=True) == [("x", 0, 4, b"abab")]
+    assert parser.captures(text, range(5), b"abab", final=False) == []  # a third "ab" may follow

@@ -75,6 +75,7 @@ class _Writer:
 
     def repeat(self, e: Repeat) -> list[list[Any]]:
         item = self.symbols(e.item)
+        self.size += len(item) * e.min
         if e.max is None:  # star := item star | ε
             star = self.fresh([])
             self.rules[star[1]] += [item + [star], []]
@@ -87,10 +88,16 @@ class _Writer:
 
 
 def capture_grammar(grammar: Grammar) -> dict[str, Any]:
-    """The JSON capture grammar of ``grammar`` (module doc)."""
+    """The JSON capture grammar of ``grammar`` (module doc). One too large to write out
+    (:data:`MAX_CAPTURE_SYMBOLS`) still compiles: its captures are listed as unsupported."""
     w = _Writer(grammar)
-    for name, body in grammar.rules.items():
-        w.rules[w.index[name]] = [w.symbols(body)]
+    try:
+        for name, body in grammar.rules.items():
+            w.rules[w.index[name]] = [w.symbols(body)]
+    except LimitExceededError as err:
+        why = f"the capture grammar is too large ({err})"
+        return {"rules": [[]], "start": 0, "names": [],
+                "unsupported": {**{n: why for n in grammar.captures.values()}, **grammar.uncaptured}}
     return {"rules": w.rules, "start": w.index[grammar.start],
             "names": [[w.index[r], n] for r, n in grammar.captures.items()],
             "unsupported": dict(grammar.uncaptured)}
