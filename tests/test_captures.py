@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import itertools
+import json
 import random
 import re
 
@@ -192,3 +193,19 @@ def test_a_capture_grammar_too_large_to_write_lists_its_captures_as_unsupported(
     text = list(b"abab")
     assert parser.captures(text, range(5), b"abab", final=True) == [("x", 0, 4, b"abab")]
     assert parser.captures(text, range(5), b"abab", final=False) == []  # a third "ab" may follow
+
+
+def test_structural_tags_report_the_captures_of_embedded_lark_grammars():
+    """XGrammar's structural tags name no captures themselves; a ``grammar`` format in Lark
+    may, and its captures are reported in the whole output's positions."""
+    grammar = ('start: name ">" args\nname[capture]: /[a-z_]+/\n'
+               'args[capture="arguments"]: %json {"type": "object", "properties": {"x": {"type": "integer"}}}\n')
+    doc = {"type": "structural_tag", "format": {"type": "triggered_tags", "triggers": ["<call="], "tags": [
+        {"type": "tag", "begin": "<call=", "content": {"type": "grammar", "syntax": "lark", "grammar": grammar},
+         "end": "</call>"}]}}
+    art = gramc.compile(json.dumps(doc), format="structural_tag", vocab="gpt2", lazy=True)
+    m = art.matcher()
+    assert m.commit_bytes(b"hi <call=get_x") and m.captures() == []
+    assert m.commit_bytes(b'>{"x": 12}</call> and <call=f>{}</call>')
+    assert m.captures() == [("name", 9, 14, b"get_x"), ("arguments", 15, 24, b'{"x": 12}'),
+                            ("name", 42, 43, b"f"), ("arguments", 44, 46, b"{}")]
