@@ -209,3 +209,13 @@ def test_structural_tags_report_the_captures_of_embedded_lark_grammars():
     assert m.commit_bytes(b'>{"x": 12}</call> and <call=f>{}</call>')
     assert m.captures() == [("name", 9, 14, b"get_x"), ("arguments", 15, 24, b'{"x": 12}'),
                             ("name", 42, 43, b"f"), ("arguments", 44, 46, b"{}")]
+
+
+def test_a_left_recursive_capture_reports_every_nested_match():
+    """Nested captures that start at the same byte are each reported (none is skipped)."""
+    art = gramc.compile('start: a "!"\na[capture]: a "x" | "x"\n', format="lark", vocab="gpt2", lazy=True)
+    m = art.matcher()
+    nested = [("a", 0, 1, b"x"), ("a", 0, 2, b"xx"), ("a", 0, 3, b"xxx")]
+    # every parse of "xxx" holds a over 0..3: the whole, or the inner match of "xxxx..."
+    assert m.commit_bytes(b"xxx") and m.captures() == nested
+    assert m.commit_bytes(b"x!") and m.captures() == nested + [("a", 0, 4, b"xxxx")]

@@ -77,6 +77,27 @@ class CaptureGrammar:
                     self.nullable.add(lhs)
                     changed = True
 
+        # Rules that can begin with themselves (A =>+ A ...): only they can hold two captures
+        # starting at the same byte in one parse.
+        left: dict[int, set[int]] = {}
+        for lhs, body in self.alts:
+            for sym in body:
+                if not isinstance(sym, int):
+                    break
+                left.setdefault(lhs, set()).add(sym)
+                if sym not in self.nullable:
+                    break
+        self.self_left: set[int] = set()
+        for a in left:
+            seen, todo = set(), list(left[a])
+            while todo:
+                b = todo.pop()
+                if b not in seen:
+                    seen.add(b)
+                    todo.extend(left.get(b, ()))
+            if a in seen:
+                self.self_left.add(a)
+
     # ------------------------------------------------------------ the recogniser
 
     def parse(self, text: Sequence[int], blocked: tuple[int, int, int] | None = None,
@@ -96,6 +117,9 @@ class CaptureGrammar:
                 chart.append(self._scanned(text, chart[i - 1], i - 1))
             waiting.append({})
             self._close(i, chart, waiting, blocked)
+            if not chart[i]:  # no parse goes on: the later sets are empty too
+                chart += [set() for _ in range(i, len(text))]
+                break
         return chart, waiting
 
     def _scanned(self, text: Sequence[int], items: set[_Item], i: int) -> set[_Item]:
@@ -159,12 +183,19 @@ class CaptureGrammar:
                 if lhs in self.names and d == len(rhs):
                     found.add((lhs, o, end))
         out = []
-        for lhs, start, end in sorted(found, key=lambda c: (c[1], c[2], c[0])):
+        settled: set[tuple[int, int]] = set()
+        # Latest end first: a rule that cannot begin with itself holds at most one capture per
+        # start in a parse, so once one is in every parse the shorter candidates are not.
+        for lhs, start, end in sorted(found, key=lambda c: (c[1], c[0], -c[2])):
+            if (lhs, start) in settled:
+                continue
             blocked_chart, _ = self.parse(text, (lhs, start, end), chart, waiting, end)
             if not self._viable(blocked_chart, final):
                 a, b = offsets[start], offsets[end]
                 out.append((self.names[lhs], a, b, data[a:b]))
-        return out
+                if lhs not in self.self_left:
+                    settled.add((lhs, start))
+        return sorted(out, key=lambda c: (c[1], c[2]))
 
 
 class CapturingMatcher(Matcher):
