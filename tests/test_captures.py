@@ -219,3 +219,21 @@ def test_a_left_recursive_capture_reports_every_nested_match():
     # every parse of "xxx" holds a over 0..3: the whole, or the inner match of "xxxx..."
     assert m.commit_bytes(b"xxx") and m.captures() == nested
     assert m.commit_bytes(b"x!") and m.captures() == nested + [("a", 0, 4, b"xxxx")]
+
+
+@pytest.mark.parametrize("case", ["delimited", "nested"])
+def test_final_captures_agree_with_xgrammar(case, compiled):
+    """XGrammar (PyPI) reports each captured rule's latest completion as it goes; on complete
+    outputs of grammars where no parse is abandoned and no capture ends the output, that is
+    gramc's final list. (Elsewhere XGrammar differs by design, docs/grammars/lark.md.)"""
+    xgr = pytest.importorskip("xgrammar")
+    info = xgr.TokenizerInfo([bytes([i]) for i in range(256)] + [b"</s>"], xgr.VocabType.RAW,
+                             vocab_size=257, stop_token_ids=[256])
+    lark, _, member, _ = CASES[case]
+    compiled_x = xgr.GrammarCompiler(info, cache_enabled=False).compile_lark(lark)
+    rng = random.Random(case)
+    for _ in range(12):
+        text = member(rng)
+        ours, theirs = compiled[case].matcher(), xgr.GrammarMatcher(compiled_x)
+        assert ours.commit_bytes(text.encode()) and all(theirs.accept_token(b) for b in text.encode())
+        assert sorted((n, d) for n, _, _, d in ours.captures(final=True)) == sorted(theirs.get_captures()), text
