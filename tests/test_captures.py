@@ -237,3 +237,15 @@ def test_final_captures_agree_with_xgrammar(case, compiled):
         ours, theirs = compiled[case].matcher(), xgr.GrammarMatcher(compiled_x)
         assert ours.commit_bytes(text.encode()) and all(theirs.accept_token(b) for b in text.encode())
         assert sorted((n, d) for n, _, _, d in ours.captures(final=True)) == sorted(theirs.get_captures()), text
+
+
+def test_captures_survive_save_and_load(tmp_path):
+    """The capture grammar travels in the artifact's metadata; a loaded PDA artifact reads
+    token bytes from what it stores."""
+    art = gramc.compile('start: "[" a "]"\na[capture]: "x" | "[" a "]"\n', format="lark", vocab="gpt2")
+    assert art.kind == "pda"
+    art.save(tmp_path / "a.gmask")
+    m = gramc.load(tmp_path / "a.gmask").matcher()
+    vocab = gramc.load_vocab("gpt2")
+    assert m.commit_tokens([vocab.tokens.index(t) for t in (b"[[", b"x", b"]]")]) == 3
+    assert m.captures() == [("a", 1, 4, b"[x]"), ("a", 2, 3, b"x")]
