@@ -6,7 +6,8 @@ The grammar is the Hermes / Qwen tool call of ``gramc demo --tools`` over the to
 examples/tools.json (objects made strict, as structural tags compile them): free text, then any
 number of ``<tool_call>\\n{"name": ..., "arguments": ARGS}\\n</tool_call>`` blocks with free
 text between them (``triggered_tags``). Documents are drawn once with a fixed seed (sentences of
-common words, one or two calls with random arguments, ``json.dumps`` spacing) and tokenized with
+common words, one or two calls with random arguments, ``json.dumps`` spacing, non-ASCII text
+unescaped: xgrammar 0.2.9 refuses any escape in a string with ``maxLength``) and tokenized with
 the model's real tokenizer; every engine replays the same token ids. Before each token the
 packed mask is filled (the engines' public fill calls, one thread) and timed; each time is
 filed under the region of the next byte: ``free`` (free text, before, between and after calls),
