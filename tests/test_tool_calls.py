@@ -86,3 +86,14 @@ def test_demo_tool_calls_validate_for_several_seeds():
         for name, arguments in calls:
             assert check_arguments(tools, name, arguments) is None, shown
     assert "INVALID" not in result.output and "no tool call" not in result.output
+
+
+def test_demo_tools_refuses_beam_search():
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    from click.testing import CliRunner
+
+    from gramc.cli.main import main
+
+    result = CliRunner().invoke(main, ["demo", "--tools", str(TOOLS), "--sampler", "beam"])
+    assert result.exit_code == 2 and "greedy or sample" in result.output

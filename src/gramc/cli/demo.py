@@ -86,7 +86,10 @@ def demo(regex_src, gbnf_src, sampler, count, max_tokens, seed, show_allowed, to
     vocab = gramc.load_vocab("gpt2")
     model = tiny_gpt2(seed)
     if tools_path is not None:
-        _tools_demo(tools_path, model, vocab, count, max_tokens, seed)
+        if sampler == "beam":  # gramc.generate's beam search does not apply token budgets
+            raise click.UsageError("--tools needs --sampler greedy or sample: the outputs must be complete "
+                                   "within --max-tokens (budget masks), which beam search does not apply")
+        _tools_demo(tools_path, model, vocab, count, max_tokens, seed, sampler)
         return
     grammars = []
     if regex_src is not None or gbnf_src is None:
@@ -130,7 +133,7 @@ def demo(regex_src, gbnf_src, sampler, count, max_tokens, seed, show_allowed, to
         click.echo("")
 
 
-def _tools_demo(path: str, model, vocab, count: int, max_tokens: int, seed: int) -> None:
+def _tools_demo(path: str, model, vocab, count: int, max_tokens: int, seed: int, sampler: str) -> None:
     """Free text and a tool call from the tools of ``path``, through ``model.generate`` and
     through gramc's reference loop; each call is parsed and its arguments validated."""
     import torch
@@ -154,10 +157,10 @@ def _tools_demo(path: str, model, vocab, count: int, max_tokens: int, seed: int)
         processor = GramcLogitsProcessor(artifact, max_new_tokens=max_tokens)
         out = model.generate(prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=max_tokens,
                              logits_processor=[processor], pad_token_id=EOS, eos_token_id=EOS,
-                             do_sample=True, top_k=0)
+                             **_decoding(sampler))
         _report_call(f"transformers, seed {seed + i}", spell(out[0, 1:].tolist()), tools)
         result = generate(artifact, logits_fn(model), vocab=vocab, prompt=[EOS], max_tokens=max_tokens,
-                          temperature=1.0, seed=seed + i, finish=True)
+                          temperature=1.0 if sampler == "sample" else 0.0, seed=seed + i, finish=True)
         _report_call(f"gramc.generate, seed {seed + i}", result.data, tools)
 
 
