@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-SESSIONS = ["docs/quickstart.md"]
+SESSIONS = ["docs/quickstart.md", "docs/grammars/structural-tags.md"]
 _SECONDS = re.compile(r", \d+\.\d+s$")
 
 

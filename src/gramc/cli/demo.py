@@ -8,6 +8,7 @@ noise into valid output. Needs ``torch`` and ``transformers``.
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 from typing import Any
@@ -71,7 +72,10 @@ def _decoding(sampler: str) -> dict[str, Any]:
 @click.option("--seed", default=0, show_default=True, help="Seeds the model weights and the sampler.")
 @click.option("--show-allowed", is_flag=True,
               help="Also run gramc's own loop once per grammar, printing the allowed tokens at every step.")
-def demo(regex_src, gbnf_src, sampler, count, max_tokens, seed, show_allowed):
+@click.option("--tools", "tools_path", default=None, type=click.Path(dir_okay=False, exists=True),
+              help="A JSON list of tools ({name, description, parameters}): generate free text and a "
+                   "Hermes-style <tool_call> whose arguments match the tool's schema.")
+def demo(regex_src, gbnf_src, sampler, count, max_tokens, seed, show_allowed, tools_path):
     """Generate with a tiny random GPT-2, without and with a grammar (no network)."""
     torch, _ = _require_torch()
     import gramc
@@ -81,6 +85,12 @@ def demo(regex_src, gbnf_src, sampler, count, max_tokens, seed, show_allowed):
     torch.set_num_threads(1)  # a model this small runs fastest on one thread
     vocab = gramc.load_vocab("gpt2")
     model = tiny_gpt2(seed)
+    if tools_path is not None:
+        if sampler == "beam":  # gramc.generate's beam search does not apply token budgets
+            raise click.UsageError("--tools needs --sampler greedy or sample: the outputs must be complete "
+                                   "within --max-tokens (budget masks), which beam search does not apply")
+        _tools_demo(tools_path, model, vocab, count, max_tokens, seed, sampler)
+        return
     grammars = []
     if regex_src is not None or gbnf_src is None:
         grammars.append(("regex", regex_src if regex_src is not None else DEFAULT_REGEX))
@@ -121,6 +131,51 @@ def demo(regex_src, gbnf_src, sampler, count, max_tokens, seed, show_allowed):
         if show_allowed:
             _trace(artifact, model, vocab, max_tokens, seed)
         click.echo("")
+
+
+def _tools_demo(path: str, model, vocab, count: int, max_tokens: int, seed: int, sampler: str) -> None:
+    """Free text and a tool call from the tools of ``path``, through ``model.generate`` and
+    through gramc's reference loop; each call is parsed and its arguments validated."""
+    import torch
+
+    import gramc
+    from gramc.cli.tool_calls import load_tools, tool_call_tag
+    from gramc.generation import generate
+    from gramc.integrations.transformers import GramcLogitsProcessor, logits_fn
+
+    tools = load_tools(path)
+    artifact = gramc.compile(json.dumps(tool_call_tag(tools)), format="structural_tag", vocab=vocab,
+                             lazy=True)
+    click.echo(f"A randomly initialised GPT-2 (2 layers, 64 wide, seed {seed}) with the GPT-2 vocabulary.")
+    click.echo(f"Tools: {', '.join(t['name'] for t in tools)}. The structural tag (free text, then "
+               "<tool_call>{\"name\": ..., \"arguments\": ...}</tool_call>) compiled to a "
+               f"{artifact.kind.upper()}; every output must be complete within {max_tokens} tokens.\n")
+    prompt = torch.tensor([[EOS]])
+    spell = lambda ids: b"".join(vocab.tokens[t] for t in ids if t != EOS)  # noqa: E731
+    for i in range(count):
+        torch.manual_seed(seed + i)
+        processor = GramcLogitsProcessor(artifact, max_new_tokens=max_tokens)
+        out = model.generate(prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=max_tokens,
+                             logits_processor=[processor], pad_token_id=EOS, eos_token_id=EOS,
+                             **_decoding(sampler))
+        _report_call(f"transformers, seed {seed + i}", spell(out[0, 1:].tolist()), tools)
+        result = generate(artifact, logits_fn(model), vocab=vocab, prompt=[EOS], max_tokens=max_tokens,
+                          temperature=1.0 if sampler == "sample" else 0.0, seed=seed + i, finish=True)
+        _report_call(f"gramc.generate, seed {seed + i}", result.data, tools)
+
+
+def _report_call(label: str, data: bytes, tools) -> None:
+    from gramc.cli.tool_calls import check_arguments, parse_tool_calls
+
+    text = data.decode("utf-8", "replace")
+    click.echo(f"{label}: {text!r}")
+    calls = parse_tool_calls(text)
+    if not calls:
+        click.echo("  no tool call")
+    for name, arguments in calls:
+        problem = check_arguments(tools, name, arguments)
+        verdict = "valid" if problem is None else f"INVALID: {problem}"
+        click.echo(f"  call {name}({json.dumps(arguments)}): arguments {verdict} (jsonschema)")
 
 
 def _show(data: bytes) -> str:

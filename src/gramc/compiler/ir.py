@@ -300,14 +300,20 @@ class Grammar:
     rewrites is no longer one; the language never depends on them.
     """
 
-    __slots__ = ("rules", "start", "lexemes")
+    __slots__ = ("rules", "start", "lexemes", "captures", "uncaptured")
 
-    def __init__(self, rules: Mapping[str, Expr], start: str, lexemes: Iterable[Expr] = ()):
+    def __init__(self, rules: Mapping[str, Expr], start: str, lexemes: Iterable[Expr] = (),
+                 captures: Mapping[str, str] | None = None, uncaptured: Mapping[str, str] | None = None):
         if start not in rules:
             raise ValueError(f"start rule {start!r} is not defined")
         self.rules: dict[str, Expr] = dict(rules)
         self.start = start
         self.lexemes: frozenset[Expr] = frozenset(lexemes)
+        #: Rules whose text is reported as a capture, and the capture's name (the language
+        #: does not depend on them; see :mod:`gramc.compiler.captures`).
+        self.captures: dict[str, str] = dict(captures or {})
+        #: Captures the source names that gramc does not report, and why.
+        self.uncaptured: dict[str, str] = dict(uncaptured or {})
 
     @classmethod
     def single(cls, expr: Expr, name: str = "root") -> "Grammar":

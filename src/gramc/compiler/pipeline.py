@@ -16,6 +16,7 @@ from typing import Callable, Mapping
 from gramc import __version__
 from gramc.automata.tables import DFATable
 from gramc.automata.counted import CountedDFA
+from gramc.compiler.captures import capture_grammar
 from gramc.compiler.counted import build_counted_dfa
 from gramc.compiler.dfa import build_dfa
 from gramc.compiler.frontends import FRONTENDS
@@ -195,7 +196,8 @@ def compile_source(
     (default: a fresh one of ``limits.max_compile_seconds``) bounds the automaton's
     construction."""
     progress("parsing")
-    grammar = resolve_token_names(lower(source, format, options, source_name, limits), special_names)
+    lowered = lower(source, format, options, source_name, limits)
+    grammar = resolve_token_names(lowered, special_names)
     with _depth_as_limit():
         kind, automaton = build_automaton(grammar, limits, deadline, progress)
     progress("recording the IR")
@@ -206,4 +208,7 @@ def compile_source(
         "compiler_version": __version__,
         "ir": ir_text(grammar),
     }
+    if lowered.captures or lowered.uncaptured:  # grammars without captures carry nothing more
+        grammar.captures, grammar.uncaptured = lowered.captures, lowered.uncaptured
+        meta["captures"] = capture_grammar(grammar)
     return Compiled(grammar, kind, automaton, meta)

@@ -137,7 +137,21 @@ class Artifact(ABC):
     def matcher(self, max_rollback: int = 16):
         """A fresh matcher (see :mod:`gramc.runtime.matcher`) at the start of the grammar."""
         _ = self.token_table  # raises for an unbound artifact
-        return self._matcher_class()(self, max_rollback=max_rollback)
+        cls = self._matcher_class()
+        if "captures" in self.meta:  # only these matchers keep the committed text
+            from gramc.runtime.captures import capturing_class
+
+            cls = capturing_class(cls)
+        return cls(self, max_rollback=max_rollback)
+
+    def _capture_grammar(self):
+        """The parser of ``meta["captures"]`` (:mod:`gramc.runtime.captures`), made once."""
+        from gramc.runtime.captures import CaptureGrammar
+
+        grammar = self.__dict__.get("_captures_parser")
+        if grammar is None:
+            grammar = self.__dict__["_captures_parser"] = CaptureGrammar(self.meta["captures"])
+        return grammar
 
     def _header(self, automaton: dict) -> dict:
         return {

@@ -155,6 +155,12 @@ class Matcher:
         if out.shape[0] > w:
             out[w:] = 0
 
+    def captures(self, *, final: bool | None = None, vocab: Any = None) -> list[tuple[str, int, int, bytes]]:
+        """The captures settled so far (see :mod:`gramc.runtime.captures`): none here, the
+        grammar names no captures (an artifact whose grammar does gets a matcher that keeps
+        its text)."""
+        return []
+
     def allowed_tokens(self, *, budget: int | None = None) -> np.ndarray:
         """Ids allowed now (ascending), EOS included where the output is complete
         (``budget``: as for :meth:`mask`)."""

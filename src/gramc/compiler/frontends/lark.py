@@ -56,10 +56,12 @@ from gramc.compiler.ir import (
     ALL_BYTES,
     EMPTY,
     NOTHING,
+    Alt,
     Bytes,
     Expr,
     Grammar,
     Ref,
+    Seq,
     alt,
     optional,
     repeat,
@@ -359,6 +361,8 @@ class _Lowerer:
         self.lexeme_stack: list[str] = []  # rules being inlined into a lexeme ([lazy] etc.)
         self.sub_starts: dict[str, str] = {}  # %json / %lark placeholder -> its start rule
         self.lazy: dict[str, Expr] = {}  # lazy rule -> its lexeme
+        self.captures: dict[str, str] = {}  # [capture] rule -> the capture's name
+        self.capture_problems: dict[str, str] = {}  # capture name -> why it is not reported
 
     def run(self, start: str) -> Grammar:
         self._check_start(start)
@@ -375,7 +379,8 @@ class _Lowerer:
             self._lower_next(*self.queue.popleft())
         self._warn_competing_lexemes()
         # Every placeholder None is replaced once the queue is empty.
-        return Grammar(cast("dict[str, Expr]", self.rules), START_RULE if self.ignore else start)
+        return Grammar(cast("dict[str, Expr]", self.rules), START_RULE if self.ignore else start,
+                       captures=self.captures, uncaptured=self.capture_problems)
 
     def _span_of(self, tok: Any) -> Span:
         return self.src.token(tok) or self.src.definition(self.current)
@@ -398,7 +403,11 @@ class _Lowerer:
         if kind == "term":
             self.rules[name] = self._terminal(name)
         elif kind == "rule" and name in self.dialect.attributes:
-            self.rules[name] = seq(self._attributed(name), self.gap)
+            body = self._attributed(name)
+            attrs = self.dialect.attributes[name]
+            if attrs.capture is not None or attrs.stop_capture is not None:
+                body = self._captured(name, body)
+            self.rules[name] = seq(body, self.gap)
         elif kind == "rule":
             self.rules[name] = self._expr(self.rule_defs[name][1], {})
         else:
@@ -569,8 +578,44 @@ class _Lowerer:
             renamed = {r: Ref(f"{name}.{r}") for r in g.rules}
             for r, body in g.rules.items():
                 self.rules[f"{name}.{r}"] = substitute(body, renamed)
+            self.captures.update((f"{name}.{r}", c) for r, c in g.captures.items())
+            self.capture_problems.update(g.uncaptured)
             self.sub_starts[name] = f"{name}.{g.start}"
         return Ref(self.sub_starts[name])
+
+    def _captured(self, name: str, body: Expr) -> Expr:
+        """Record rule ``name``'s captures: its text (the rule itself, or without the
+        ``%ignore`` gap after it, a rule ``<name>.capture``). The text a ``stop=``/``suffix=``
+        matched is part of the lexeme here, so those captures are listed as not reported."""
+        attrs = self.dialect.attributes[name]
+        if attrs.stop_capture is not None:
+            self.capture_problems[attrs.stop_capture or name] = "stop_capture= is not implemented"
+        if attrs.capture is None:
+            return body
+        capture = attrs.capture or name
+        if attrs.stop or attrs.suffix:
+            self.capture_problems[capture] = ("a [capture] with stop= or suffix= (its text would "
+                                              "leave out the stop string) is not implemented")
+            return body
+        inner = self._without_gap(body)
+        if self.gap is EMPTY or inner is None:  # the capture holds the text after the rule's
+            self.captures[name] = capture       # last terminal that %ignore skips, if any
+            return body
+        self.rules[f"{name}.capture"] = inner
+        self.captures[f"{name}.capture"] = capture
+        return Ref(f"{name}.capture")
+
+    def _without_gap(self, e: Expr) -> Expr | None:
+        """``e`` without the ``%ignore`` gap that ends each of its words, or None where one
+        does not end in it."""
+        if e == self.gap:
+            return EMPTY
+        if isinstance(e, Seq) and e.items[-1] == self.gap:
+            return seq(*e.items[:-1])
+        if isinstance(e, Alt):
+            parts = [self._without_gap(item) for item in e.items]
+            return None if any(p is None for p in parts) else alt(*cast("list[Expr]", parts))
+        return None
 
     def _attributed(self, name: str) -> Expr:
         """A rule with llguidance attributes: its body as one lexeme, made lazy by ``lazy``,

@@ -70,7 +70,8 @@ class Attributes:
     stop: str | None = None  # helper terminal holding the stop / suffix language
     stop_is_empty: bool = False
     suffix: str | None = None
-    capture: str | None = None
+    capture: str | None = None  # the capture's name ("": the rule's name); None: no capture
+    stop_capture: str | None = None
     unsupported: list[str] = field(default_factory=list)  # attributes gramc refuses
 
 
@@ -407,7 +408,11 @@ def _attribute(rw: _Rewriter, attrs: Attributes, key: str, value: str | None, sp
     elif key in ("capture", "stop_capture"):
         if value is not None and not value.startswith('"'):
             raise GrammarSyntaxError(f"{key}= takes a string", span)
-        attrs.capture = json.loads(value) if value else key
+        name = json.loads(value) if value else ""  # "": the rule's own name
+        if key == "capture":
+            attrs.capture = name
+        else:
+            attrs.stop_capture = name
     elif key in ("stop", "suffix"):
         if value is None or not (value[0] in '"/' or value[0].isupper()):
             raise GrammarSyntaxError(f"{key}= takes a string, a regex or a terminal name", span)

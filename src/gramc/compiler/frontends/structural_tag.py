@@ -64,6 +64,8 @@ class _Lowering:
         self.limits = limits
         self.rules: dict[str, Expr] = {}
         self.lexemes: set[Expr] = set()
+        self.captures: dict[str, str] = {}  # an embedded Lark grammar's [capture] rules, renamed
+        self.uncaptured: dict[str, str] = {}
         self.embedded = 0
         self.handlers: dict[str, Callable[[dict, str, tuple[bytes, ...] | None, int], Call[Expr]]] = {
             "const_string": self._const_string, "json_schema": self._json_schema, "regex": self._regex,
@@ -388,10 +390,12 @@ class _Lowering:
         """``grammar``'s start as an expression: its body when it has one rule, else a call,
         its rules added under names prefixed ``<kind><n>_`` (unique to this embedding)."""
         self.lexemes |= grammar.lexemes
-        if len(grammar.rules) == 1:
+        self.uncaptured.update(grammar.uncaptured)
+        if len(grammar.rules) == 1 and not grammar.captures:
             return grammar.rules[grammar.start]
         self.embedded += 1
         prefix = f"{kind}{self.embedded}_"
+        self.captures.update((prefix + r, c) for r, c in grammar.captures.items())
 
         def rename(node: Expr) -> Expr:
             return Ref(prefix + node.name) if isinstance(node, Ref) else node
@@ -430,7 +434,7 @@ def parse_structural_tag(text: str, options: Mapping[str, Any] | None = None,
     lowering = _Lowering(options or {}, source_name, limits)
     if not isinstance(doc, dict):
         raise lowering.error("", f"expected a JSON object, found {_json_kind(doc)}")
-    kind = lowering.field(doc, "type", "", (str,))
+    kind = lowering.field(doc, "type", "", (str,), "structural_tag")  # XGrammar's default too
     if kind != "structural_tag":
         raise lowering.error("type", f"expected 'structural_tag', found {kind!r}")
     if "format" in doc or "structures" not in doc:
@@ -438,7 +442,7 @@ def parse_structural_tag(text: str, options: Mapping[str, Any] | None = None,
         body = stackless.run(lowering.lower(lowering.field(doc, "format", "", (dict,)), "format", None))
     else:
         body = stackless.run(_legacy(lowering, doc))
-    return Grammar({"root": body, **lowering.rules}, "root", lowering.lexemes)
+    return Grammar({"root": body, **lowering.rules}, "root", lowering.lexemes, lowering.captures, lowering.uncaptured)
 
 
 def _legacy(lowering: _Lowering, doc: dict) -> Call[Expr]:
