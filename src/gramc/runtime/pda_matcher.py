@@ -25,6 +25,20 @@ class PDAMatcher(Matcher):
         self._tokens, self._parser = other._tokens, other._parser
         self._state = other._state.copy()
 
+    def commit_token(self, token_id: int) -> bool:
+        # Fast path for the common call: a plain int naming a token with bytes, which the
+        # parser takes (special tokens, EOS, refusals and the checks stay on the general path).
+        if type(token_id) is int and not self._ended and 0 <= token_id < self.vocab_size \
+                and token_id not in self._tokens.special:
+            data = self._tokens.token_bytes[token_id]
+            nxt = self._parser.feed_token(self._state, token_id, data) if data else None
+            if nxt is not None:
+                if self.max_rollback:
+                    self._history.append((self._state, False))
+                self._state = nxt
+                return True
+        return super().commit_token(token_id)
+
     def _start(self) -> ChartView:
         return self._parser.initial()
 
