@@ -426,13 +426,6 @@ def test_lark_lark_accepts_lark_grammars():
 # ---------------------------------------------------------------- the corpus
 
 REFUSED = {  # records using dialect extensions gramc does not implement
-    **dict.fromkeys(
-        [
-            "llguidance/test_lark/test_parametric_0/1",
-            "llguidance/test_lark/test_parametric_0/2",
-        ],
-        "parametric rules name::param with %if",
-    ),
     "xgrammar/test_lark/test_lark_core_languages/32": "\\u{1F600} is not a Python escape (lark's loader rejects it too)",
 }
 

@@ -18,7 +18,13 @@ import pytest
 import gramc
 from gramc.compiler.frontends.lark import parse_lark
 from gramc.compiler.frontends.lark_dialect import prepare, structured_regex
-from gramc.errors import GramcWarning, GrammarSyntaxError, Span, UnsupportedFeatureError
+from gramc.errors import (
+    GramcWarning,
+    GrammarSyntaxError,
+    LimitExceededError,
+    Span,
+    UnsupportedFeatureError,
+)
 from gramc.runtime.check import check_artifact
 
 
@@ -178,6 +184,60 @@ def test_lazy_competition_warns():
         parse_lark('start: r "c"\nr[suffix="b"]: /[a-z]*/\nC: "c"\n')
 
 
+# ---------------------------------------------------------------- parametric rules
+
+PERM = ('start: perm::0x0 "X"\n'
+        'perm::_ : "" %if is_ones([0:3])\n'
+        '  | "a" perm::set_bit(0) %if bit_clear(0)\n'
+        '  | "b" perm::set_bit(1) %if bit_clear(1)\n'
+        '  | "c" perm::set_bit(2) %if bit_clear(2)\n')
+COUNTS = ('start: lst::0x0\n'
+          'lst::_ : "a" lst::incr([0:2]) %if lt([0:2], 3)\n'
+          '  | "b" lst::incr([2:4]) %if lt([2:4], 3)\n'
+          '  | "c" lst::incr([4:6]) %if lt([4:6], 2)\n'
+          '  | "X"\n')
+
+
+def test_parametric_permutations():
+    ok = accepts(PERM)
+    for s in strings("abcX", 5):
+        assert ok(s) == (len(s) == 4 and s[3] == "X" and sorted(s[:3]) == list("abc")), s
+
+
+def test_parametric_saturating_counters():
+    ok = accepts(COUNTS)
+    for s in strings("abcX", 7):
+        counts_fit = s.count("a") <= 3 and s.count("b") <= 3 and s.count("c") <= 2
+        assert ok(s) == (s.endswith("X") and "X" not in s[:-1] and counts_fit), s
+
+
+def test_parametric_instances_are_named_by_value():
+    g = parse_lark(PERM)
+    assert {"perm::0x0", "perm::0x5", "perm::0x7"} <= set(g.rules)
+
+
+@pytest.mark.parametrize("grammar,message", [
+    ('start: foo\nfoo::_: "a" %if eq([3:3], 0)\n', "end bit index 3 must be > start"),
+    ('start: foo::0\nfoo::_: "a" %if eq([0:65], 0)\n', "65 is too large"),
+    ('start: foo::0\nfoo::_: "a" %if eq(0, 0)\n', "expected '_' or"),
+    ('start: foo::0\nfoo::_: "a" %if foo([0:1], 0)\n', "unexpected condition 'foo'"),
+    ('start: foo\nfoo: a::1\na: "a"\n', "'a' is not parametric"),
+    ('start: foo\nfoo: bar::_\nbar::_: "b" bar::_\n', "'foo' is not parametric"),
+    ('start: bar\nbar::_: "b" bar::_\n', "'bar' is parametric, but no parameter"),
+    ('start: foo::0\nfoo::_: bar\nbar: "a"\n', "does not use the parameter"),
+    ('start: bar\nbar: BAR\nBAR: "b" %if and(true,true)\n', "aren't allowed inside terminals"),
+    ('start: BAZ\nBAZ: qux::0\nqux::_: "baz" %if true\n', "aren't allowed inside terminals"),
+])
+def test_parametric_errors(grammar, message):
+    with pytest.raises(GrammarSyntaxError, match=re.escape(message)):
+        parse_lark(grammar)
+
+
+def test_parametric_expansion_is_bounded():
+    with pytest.raises(LimitExceededError, match="max_parametric_instances"):
+        parse_lark('start: n::0\nn::_: "a" n::incr(_) %if lt(_, 100000) | "b"\n')
+
+
 # ---------------------------------------------------------------- %json, %lark, %llguidance
 
 SCHEMA = {"type": "object", "properties": {"n": {"type": "integer", "maximum": 9}},
@@ -235,6 +295,14 @@ DIFF = [  # grammars without lexer decisions gramc does not make (no competing l
     ('start: "<" r ">"\nr[lazy]: "a" "b"? ">"\n', "ab<>"),
     ('start: %json {"type": "array", "items": {"enum": [1, 2]}, "maxItems": 2}\n', "[]1,2 "),
     ('start: "a" x\nx: %lark {\nstart: "b"+\n}\n', "ab"),
+    (PERM, "abcX"),
+    (COUNTS, "abcX"),
+    ('start: aa::0 "X"\naa::_: "a" aa::incr(_) %if lt(_, 3) | bb::_\n'
+     'bb::_: "b" bb::incr(_) %if lt(_, 3) | ""\n', "abX"),
+    ('start: x::0x5\nx::_: "a" x::decr([0:3]) %if ne([0:3], 0)\n'
+     '  | "b" x::bit_and(0xfe) %if not(is_zeros(_))\n'
+     '  | "c" x::clear_bit(2) %if or(bit_set(2), gt([0:2], 1))\n'
+     '  | "d" x::bit_or(8) %if le([3:4], 0) | "e" -> e %if bit_count_ge(_, 1)\n', "abcde"),
 ]
 
 

@@ -76,6 +76,8 @@ from gramc.errors import (
 from gramc.limits import DEFAULT_LIMITS, Limits
 
 MAX_TEMPLATE_INSTANCES = 10_000
+MAX_PARAM_INSTANCES = 10_000  # rules name::value of llguidance's parametric rules
+PARAM = "::"  # the template environment's key for the current parametric rule's parameter
 ALL_BYTES_EXPR = Bytes(ALL_BYTES)
 MAX_LAZY_STATES = 100_000  # DFA states of a lazy lexeme's body·suffix
 IGNORE_RULE = "__ignore"
@@ -316,7 +318,7 @@ def _extension_at(text: str, offset: int) -> str | None:
 
 
 def _check_declare(loaded: Any, dialect: Dialect, src: _SourceMap) -> None:
-    placeholders = dialect.tokens.keys() | dialect.subgrammars.keys()
+    placeholders = set(dialect.placeholders())
     declared = [n for n, (tree, _p) in loaded.term_defs if tree is None]
     declared += [
         n for n, _p, tree, _o in loaded.rule_defs if tree is None and n not in placeholders
@@ -359,6 +361,7 @@ class _Lowerer:
         self.lexeme_stack: list[str] = []  # rules being inlined into a lexeme ([lazy] etc.)
         self.sub_starts: dict[str, str] = {}  # %json / %lark placeholder -> its start rule
         self.lazy: dict[str, Expr] = {}  # lazy rule -> its lexeme
+        self.param_instances = 0
 
     def run(self, start: str) -> Grammar:
         self._check_start(start)
@@ -391,6 +394,10 @@ class _Lowerer:
         if self.rule_defs[start][0]:
             raise GrammarSyntaxError(
                 f"the start rule {start!r} is a template", self.src.definition(start)
+            )
+        if start in self.dialect.parametric:
+            raise GrammarSyntaxError(
+                f"the start rule {start!r} is parametric", self.src.definition(start)
             )
 
     def _lower_next(self, kind: str, name: str, *rest: Any) -> None:
@@ -434,6 +441,9 @@ class _Lowerer:
         return alt(*(self._expr(c, env) for c in node.children))
 
     def _r_expansion(self, node: Tree, env: dict) -> Expr:
+        names = [_symbol_name(c) for c in node.children]
+        if any(self._condition(n, env) is NOTHING for n in names if n in self.dialect.conds):
+            return NOTHING  # before its references: they would instantiate unreachable rules
         return seq(*(self._expr(c, env) for c in node.children))
 
     def _r_alias(self, node: Tree, env: dict) -> Expr:
@@ -472,6 +482,16 @@ class _Lowerer:
         name = sym.name
         if name in env:
             return env[name][0]
+        if name in self.dialect.conds or name in self.dialect.param_refs:
+            if self.lexeme_stack:
+                raise self._not_a_lexeme(f"it uses {self.src.renames[name]}")
+            if name in self.dialect.conds:
+                return self._condition(name, env)
+            return self._param_ref(name, env)
+        if name in self.dialect.parametric:
+            raise GrammarSyntaxError(
+                f"rule {name!r} is parametric, but no parameter is given", self.src.mention(name)
+            )
         if name in self.tokens or name in self.dialect.subgrammars:
             if self.lexeme_stack:
                 raise self._not_a_lexeme(f"it uses {self.src.renames[name]}")
@@ -522,6 +542,60 @@ class _Lowerer:
         if isinstance(node, NonTerminal) and node.name in env:
             return env[node.name][1]
         return self.src.renames.get(node.name, node.name)
+
+    # ------------------------------------------------------------ parametric rules
+
+    def _condition(self, placeholder: str, env: dict) -> Expr:
+        """``%if cond``: the empty string where the current parameter satisfies it, else
+        nothing (the alternative it ends does not exist for this parameter)."""
+        cond = self.dialect.conds[placeholder]
+        if cond.is_true:
+            return EMPTY
+        if PARAM not in env:
+            raise self._needs_param(placeholder)
+        return EMPTY if cond.eval(env[PARAM]) else NOTHING
+
+    def _param_ref(self, placeholder: str, env: dict) -> Expr:
+        """``name::expr``: a reference to the rule ``name::<value>``, the instance of the
+        parametric rule ``name`` for the value of ``expr`` (lowered once per value)."""
+        target, expr = self.dialect.param_refs[placeholder]
+        shown = self.src.renames[placeholder]
+        if target not in self.dialect.parametric:
+            defined = target in self.rule_defs or target in self.term_defs
+            reason = f"{target!r} is not parametric" if defined else f"rule {target!r} is not defined"
+            raise GrammarSyntaxError(f"{reason}, but {shown} gives it a parameter",
+                                     self.src.mention(placeholder))
+        if expr.uses_param and PARAM not in env:
+            raise self._needs_param(placeholder)
+        inst = f"{target}::{expr.eval(env.get(PARAM, 0)):#x}"
+        if inst not in self.rules:
+            if self.param_instances >= MAX_PARAM_INSTANCES:
+                raise LimitExceededError(
+                    "max_parametric_instances", self.param_instances + 1, MAX_PARAM_INSTANCES,
+                    f"parametric rule {target}", self.src.definition(target))
+            if not any(self._uses_param(t) for t in self.rule_defs[target][1].iter_subtrees()):
+                raise GrammarSyntaxError(
+                    f"rule {target!r} is parametric, but its body does not use the parameter",
+                    self.src.definition(target))
+            self.param_instances += 1
+            self.rules[inst] = None
+            self.queue.append(("inst", inst, self.rule_defs[target][1],
+                               {PARAM: expr.eval(env.get(PARAM, 0))}, target))
+        return Ref(inst)
+
+    def _uses_param(self, tree: Tree) -> bool:
+        for c in tree.children:
+            name = _symbol_name(c)
+            if name in self.dialect.conds and not self.dialect.conds[name].is_true:
+                return True
+            if name in self.dialect.param_refs and self.dialect.param_refs[name][1].uses_param:
+                return True
+        return False
+
+    def _needs_param(self, placeholder: str) -> GrammarSyntaxError:
+        return GrammarSyntaxError(
+            f"rule {self.current!r} is not parametric, but {self.src.renames[placeholder]} "
+            "uses the parameter", self.src.mention(placeholder))
 
     # ------------------------------------------------------------ llguidance extensions
 
@@ -634,6 +708,13 @@ class _Lowerer:
         return UnsupportedFeatureError(
             "non-regular body of a lazy rule", self.dialect.attributes[name].span,
             f"rule {name} has [lazy], stop= or suffix=, so its body must be one lexeme, but {why}")
+
+
+def _symbol_name(node: Any) -> str | None:
+    """The rule or terminal name a loader node stands for (a symbol, or a value holding one)."""
+    if isinstance(node, Tree) and node.data == "value" and len(node.children) == 1:
+        node = node.children[0]
+    return getattr(node, "name", None)
 
 
 def _json_schema(schema: Any, source_name: str, limits: Limits) -> Grammar:
