@@ -174,9 +174,35 @@ def test_lazy_body_must_be_regular():
         parse_lark('start: r\nr[lazy]: "(" r ")" | "x"\n')
 
 
-def test_lazy_competition_warns():
-    grammar = ('start: tool* tail\ntail: TEXT\nhead[lazy]: TEXT "<c>"\n'
-               'tool: head /[0-9]+/ "</c>"\nTEXT: /(.|\\n)*/\n')
+TOOLS = ('start: tool* tail\ntail: TEXT\nhead[lazy]: TEXT "<c>"\n'
+         'tool: head /[0-9]+/ "</c>"\nTEXT: /(.|\\n)*/\n')
+
+
+def test_lazy_competition_is_decided_like_llguidance():
+    """Free text ends at the first trigger: the text of ``tail`` never contains ``<c>``,
+    and after a ``<c>`` only a tool call may follow (llguidance's and xgrammar's lexers)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", GramcWarning)  # exact: no warning
+        g = parse_lark(TOOLS)
+        ok = accepts(TOOLS)
+    assert "TEXT~head" in g.rules
+    reference = re.compile(r"(?:(?:(?!<c>).)*<c>[0-9]+</c>)*(?:(?!<c>).)*", re.DOTALL)
+    for s in ["", "x", "x<c>1</c>y", "<c>12</c><c>3</c>", "<c", "<c>", "<c>x</c>", "a<c>1</c><c>",
+              "<c>1</c>", "x\n<c>1</c>\n", "<c>1</c><c", "<c>1</c>x<c>y"]:
+        assert ok(s) == bool(reference.fullmatch(s)), s
+    for s in strings("<c>/1", 6):
+        assert ok(s) == bool(reference.fullmatch(s)), s
+
+
+def test_lazy_lexemes_cut_each_other_only_strictly_earlier():
+    ok = accepts('start: w+\nw: h1 | h2\nh1[lazy]: /a+b/\nh2[lazy]: /a+bb/ | /c/\n')
+    # h1 ends at the first b, so h2's "abb" never happens; a tie would keep both
+    assert ok("ab") and ok("abab") and ok("c") and not ok("abb")
+
+
+def test_lazy_competition_that_depends_on_the_context_warns():
+    # after "a", TEXT competes with head when x is "a" head, and not when x is "a"
+    grammar = 'start: x TEXT\nx: "a" | "a" head\nhead[lazy]: /[ab]*b/\nTEXT: /[ab]*/\n'
     with pytest.warns(GramcWarning, match="lazy rule head can end inside terminal TEXT"):
         parse_lark(grammar)
     with warnings.catch_warnings():
@@ -286,7 +312,7 @@ def test_error_offsets_map_back_to_the_source():
 
 # ---------------------------------------------------------------- differential vs llguidance
 
-DIFF = [  # grammars without lexer decisions gramc does not make (no competing lexemes)
+DIFF = [  # grammars without lexer decisions gramc does not make (maximal munch)
     ('start: "a"{2,} "b"{,2}\n', "ab"),
     ('start: A\nA: /[ab]+/ & ~/(?s:.*)ab(?s:.*)/\n', "ab"),
     ('start: "x" %regex {"substring_chunks": ["ab", "b", "a"]} "y"\n', "abxy"),
@@ -295,6 +321,12 @@ DIFF = [  # grammars without lexer decisions gramc does not make (no competing l
     ('start: "<" r ">"\nr[lazy]: "a" "b"? ">"\n', "ab<>"),
     ('start: %json {"type": "array", "items": {"enum": [1, 2]}, "maxItems": 2}\n', "[]1,2 "),
     ('start: "a" x\nx: %lark {\nstart: "b"+\n}\n', "ab"),
+    ('start: tool* tail\ntail: TEXT\nhead[lazy]: TEXT "<c"\ntool: head /[0-9]+/ "."\n'
+     'TEXT: /(.|\\n)*/\n', "<c1."),
+    ('start: (foo | bar)* TEXT\nfoo_head[lazy]: TEXT "<a"\nfoo: foo_head /[a-z]+/ "."\n'
+     'bar_head[suffix="<b"]: TEXT\nbar: bar_head /[0-9]+/ "."\nTEXT: /(.|\\n)*/\n', "<ab1."),
+    ('start: (head | "ab")+\nhead[stop="b"]: /a*/\n', "ab"),
+    ('start: w+\nw: h1 | h2 | "c"\nh1[lazy]: /a+b/\nh2[lazy]: /a+bb/ | /c/\n', "abc"),
     (PERM, "abcX"),
     (COUNTS, "abcX"),
     ('start: aa::0 "X"\naa::_: "a" aa::incr(_) %if lt(_, 3) | bb::_\n'

@@ -46,6 +46,7 @@ from lark.load_grammar import GrammarBuilder
 
 from gramc.compiler.frontends.language_ops import complement, intersection, substitute
 from gramc.compiler.frontends.lark_dialect import Dialect, Op, prepare
+from gramc.compiler.frontends.lark_lexemes import Resolution, conflicts, resolve
 from gramc.compiler.frontends.lark_terminals import (
     TerminalLowerer,
     char_range,
@@ -362,6 +363,10 @@ class _Lowerer:
         self.sub_starts: dict[str, str] = {}  # %json / %lark placeholder -> its start rule
         self.lazy: dict[str, Expr] = {}  # lazy rule -> its lexeme
         self.param_instances = 0
+        # With lazy lexemes, literals in rules are lexeme rules until their competition is
+        # decided (lark_lexemes needs lexeme boundaries), then inlined again.
+        self.literal_rules: dict[Expr, str] | None = (
+            {} if any(a.lazy or a.stop or a.suffix for a in dialect.attributes.values()) else None)
 
     def run(self, start: str) -> Grammar:
         self._check_start(start)
@@ -376,7 +381,7 @@ class _Lowerer:
             )
         while self.queue:
             self._lower_next(*self.queue.popleft())
-        self._warn_competing_lexemes()
+        self._decide_lazy_competition(START_RULE if self.ignore else start)
         # Every placeholder None is replaced once the queue is empty.
         return Grammar(cast("dict[str, Expr]", self.rules), START_RULE if self.ignore else start)
 
@@ -461,7 +466,7 @@ class _Lowerer:
 
     def _r_literal(self, node: Tree, env: dict) -> Expr:
         token = cast(LarkToken, node.children[0])  # lark's loader: a literal holds its token
-        return seq(self.terms.lower_literal(token), self.gap)
+        return seq(self._lexeme_leaf(self.terms.lower_literal(token)), self.gap)
 
     def _r_range(self, node: Tree, env: dict) -> Expr:
         try:
@@ -472,7 +477,18 @@ class _Lowerer:
             raise GrammarSyntaxError(
                 self.src.clean(str(e)), self._span_of(node.children[0])
             ) from None
-        return seq(expr, self.gap)
+        return seq(self._lexeme_leaf(expr), self.gap)
+
+    def _lexeme_leaf(self, expr: Expr) -> Expr:
+        """A literal in a rule: itself, or while lazy competition is pending, a lexeme rule."""
+        if self.literal_rules is None or self.lexeme_stack:
+            return expr
+        if expr not in self.literal_rules:
+            self.literal_rules[expr] = name = f"{expr}"
+            if name in self.rules:  # a rule of that name exists: lark's names have no quotes
+                self.literal_rules[expr] = name = f"{expr}#{len(self.literal_rules)}"
+            self.rules[name] = expr
+        return Ref(self.literal_rules[expr])
 
     def _symbol(self, sym: Any, env: dict) -> Expr:
         if isinstance(sym, Terminal):
@@ -673,22 +689,38 @@ class _Lowerer:
         self.lazy[name] = shortest
         return shortest
 
-    def _warn_competing_lexemes(self) -> None:
-        """Warn where a named terminal has a string with a prefix that a lazy lexeme
-        matches: llguidance's lexer ends the lazy lexeme there and drops the terminal,
-        gramc has no lexer and keeps both (a larger language)."""
-        terminals = [t for t in self.term_defs if self.rules.get(t) is not None]
-        for name, lexeme in self.lazy.items():
-            started = seq(lexeme, repeat(ALL_BYTES_EXPR, 0, None))
-            for t in terminals:
-                both = intersection([cast(Expr, self.rules[t]), started], limits=self.limits)
-                if both is not NOTHING:
-                    warnings.warn(
-                        f"{self.src.definition(name)}: the lazy rule {name} can end inside "
-                        f"terminal {t}; llguidance's lexer would then end {name} and drop {t} "
-                        "where both can start, gramc (no lexer) keeps both and accepts more",
-                        GramcWarning, stacklevel=4)
-                    break
+    def _decide_lazy_competition(self, start: str) -> None:
+        """Write llguidance's lexer decision between lazy lexemes and the lexemes allowed
+        next to them into the rules (:mod:`~gramc.compiler.frontends.lark_lexemes`); warn
+        where it cannot be written exactly. Literal lexeme rules are inlined again."""
+        literals = {name: expr for expr, name in (self.literal_rules or {}).items()}
+        if self.lazy:
+            lexemes = {t: e for t in self.term_defs if (e := self.rules.get(t)) is not None}
+            lexemes.update(literals)
+            lexemes.update(self.lazy)
+            rules = cast("dict[str, Expr]", self.rules)
+            if self.ignore:  # llguidance's %ignore is another lexer decision: not modelled
+                found = conflicts(lexemes, self.lazy, self.limits)
+                result = Resolution(rules, sorted((x, h) for x, hs in found.items() for h in hs))
+            else:
+                result = resolve(rules, start, lexemes, self.lazy,
+                                 set(self.sub_starts.values()), self.limits)
+            self.rules = cast("dict[str, Expr | None]", result.rules)
+            for lexeme, lazy in result.inexact:
+                what = literals.get(lexeme, lexeme)
+                kind = "terminal" if lexeme in self.term_defs else (
+                    "lazy rule" if lexeme in self.lazy else "")
+                shown = f"{kind} {what}".strip() if lexeme not in self.sub_starts.values() else \
+                    self.src.renames.get(lexeme.split(".")[0], lexeme)
+                warnings.warn(
+                    f"{self.src.definition(lazy)}: the lazy rule {lazy} can end inside {shown}; "
+                    f"llguidance's lexer then ends {lazy} and drops {shown} where both are "
+                    "allowed, which gramc cannot decide exactly here: it keeps both and "
+                    "accepts more", GramcWarning, stacklevel=5)
+        for name in literals:
+            del self.rules[name]
+        if literals:
+            self.rules = {n: substitute(cast(Expr, e), literals) for n, e in self.rules.items()}
 
     def _inline_rule(self, name: str) -> Expr:
         """The body of rule ``name`` as one lexeme: terminals and rules inlined, no
