@@ -426,7 +426,6 @@ def test_lark_lark_accepts_lark_grammars():
 # ---------------------------------------------------------------- the corpus
 
 REFUSED = {  # records using dialect extensions gramc does not implement
-    "xgrammar/test_lark/test_lark_core_languages/32": "\\u{1F600} is not a Python escape (lark's loader rejects it too)",
 }
 
 _JSON_ESCAPES = "llguidance's %json refuses \\u escapes of characters that need none; gramc's JSON does not"

@@ -213,6 +213,16 @@ def test_lazy_competition_that_depends_on_the_context_warns():
         parse_lark('start: r "c"\nr[suffix="b"]: /[a-z]*/\nC: "c"\n')
 
 
+# ---------------------------------------------------------------- braced escapes
+
+
+def test_braced_escapes_are_code_points():
+    ok = accepts('start: /\\u{1F600}+[\\x{e9}-\\u{EA}]\\u{2e}/\n')
+    assert ok("😀é.") and ok("😀😀ê.") and not ok("😀éx") and not ok("é.")
+    with pytest.raises(GrammarSyntaxError, match="not a code point"):
+        parse_lark('start: /\\u{110000}/\n')
+
+
 # ---------------------------------------------------------------- parametric rules
 
 PERM = ('start: perm::0x0 "X"\n'
@@ -330,6 +340,7 @@ DIFF = [  # grammars without lexer decisions gramc does not make (maximal munch)
      'bar_head[suffix="<b"]: TEXT\nbar: bar_head /[0-9]+/ "."\nTEXT: /(.|\\n)*/\n', "<ab1."),
     ('start: (head | "ab")+\nhead[stop="b"]: /a*/\n', "ab"),
     ('start: w+\nw: h1 | h2 | "c"\nh1[lazy]: /a+b/\nh2[lazy]: /a+bb/ | /c/\n', "abc"),
+    ('start: /[\\x{61}-\\u{63}]+\\u{2e}\\x{5D}[\\u{5d}\\u{5E}]/\n', "ab.]^"),
     (PERM, "abcX"),
     (COUNTS, "abcX"),
     ('start: aa::0 "X"\naa::_: "a" aa::incr(_) %if lt(_, 3) | bb::_\n'

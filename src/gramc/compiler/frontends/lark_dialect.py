@@ -13,6 +13,7 @@ side tables that the lowering (:mod:`gramc.compiler.frontends.lark`) consults:
 - a terminal whose body uses ``&`` (intersection) or prefix ``~`` (complement) is parsed
   here: its operands become hidden helper terminals, the definition a marker whose value
   is an :class:`Op` tree over them;
+- ``\\u{...}`` and ``\\x{...}`` in a regex literal become Python's ``\\U........``;
 - ``x{m,n}``, ``x{n}``, ``x{m,}``, ``x{,n}`` become lark's ``x~m..n`` (:data:`UNBOUNDED`
   stands for a missing upper bound);
 - ``name[attr, key=value]:`` loses its attribute list (``attributes``); ``stop=``/``suffix=``
@@ -198,7 +199,10 @@ def prepare(source: str, source_name: str) -> Dialect:
         if i in terms and (end := _term_with_ops(rw, terms[i])) is not None:
             i = end
         elif c == '"' or (c == "/" and not source.startswith("//", i)):
-            i = skip_quoted(source, i, c)
+            end = skip_quoted(source, i, c)
+            if c == "/":
+                _braced_escapes(rw, i, end)
+            i = end
         elif c == "#" or c == "/":
             end = source.find("\n", i)
             i = n if end < 0 else end
@@ -239,6 +243,30 @@ def skip_quoted(text: str, i: int, quote: str) -> int:
     while j < len(text) and text[j] in "imslux":
         j += 1
     return j
+
+
+_BRACED = re.compile(r"\\[ux]\{([0-9A-Fa-f]{1,8})\}")
+
+
+def _braced_escapes(rw: _Rewriter, start: int, end: int) -> None:
+    """``\\u{1F600}`` / ``\\x{e9}`` in the regex literal at ``start:end`` (Rust regex syntax,
+    which llguidance's and xgrammar's regexes use; an error in Python's ``re``) become
+    Python's ``\\U0001F600`` (``\\.`` for ``\\u{2e}``: a literal character)."""
+    source, j = rw.d.source, start + 1
+    while j < min(end, len(source)):
+        m = _BRACED.match(source, j) if source[j] == "\\" else None
+        if m:
+            cp = int(m.group(1), 16)
+            if cp > 0x10FFFF:
+                raise GrammarSyntaxError(f"escape {m.group()} is not a code point", rw.span(j))
+            ch = chr(cp)
+            # lark turns \U escapes into the character itself: an ASCII one is written so
+            # that it stays literal in the regex
+            new = (ch if ch.isalnum() else "\\" + ch) if cp < 0x80 and ch.isprintable() else f"\\U{cp:08X}"
+            rw.replace(j, m.end(), new)
+            j = m.end()
+        else:
+            j += 2 if source[j] == "\\" else 1
 
 
 # ---------------------------------------------------------------- special tokens
