@@ -213,6 +213,17 @@ def test_lazy_competition_that_depends_on_the_context_warns():
         parse_lark('start: r "c"\nr[suffix="b"]: /[a-z]*/\nC: "c"\n')
 
 
+def test_lazy_competition_leaves_literals_inline():
+    g = parse_lark('start: (r "</c>")* TEXT\nr[lazy]: TEXT "<c>" /[0-9]+/\nTEXT: /[a-z<>\\/0-9]*/\n')
+    assert set(g.rules) == {"start", "r", "TEXT", "TEXT~r"}
+    assert str(g.rules["start"]) == '(r "</c>")* TEXT~r'
+
+
+def test_lazy_competition_under_ignore_warns():
+    with pytest.warns(GramcWarning, match="lazy rule head can end inside terminal TEXT"):
+        parse_lark('start: head? TEXT\nhead[lazy]: TEXT "<c>"\nTEXT: /[a-z<>]+/\n%ignore " "\n')
+
+
 # ---------------------------------------------------------------- braced escapes
 
 
