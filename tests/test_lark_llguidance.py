@@ -349,6 +349,8 @@ DIFF = [  # grammars without lexer decisions gramc does not make (maximal munch)
      'TEXT: /(.|\\n)*/\n', "<c1."),
     ('start: (foo | bar)* TEXT\nfoo_head[lazy]: TEXT "<a"\nfoo: foo_head /[a-z]+/ "."\n'
      'bar_head[suffix="<b"]: TEXT\nbar: bar_head /[0-9]+/ "."\nTEXT: /(.|\\n)*/\n', "<ab1."),
+    ('start: xs TEXT\nxs: xs tool |\ntool: head "1"\nhead[lazy]: TEXT "<c"\n'
+     'TEXT: /[<cx1]*/\n', "<cx1"),
     ('start: (head | "ab")+\nhead[stop="b"]: /a*/\n', "ab"),
     ('start: w+\nw: h1 | h2 | "c"\nh1[lazy]: /a+b/\nh2[lazy]: /a+bb/ | /c/\n', "abc"),
     ('start: /[\\x{61}-\\u{63}]+\\u{2e}\\x{5D}[\\u{5d}\\u{5E}]/\n', "ab.]^"),

@@ -318,8 +318,9 @@ class _Bnf:
                 state: int | None = k
                 for x in self.prods[p][1]:
                     state = edges[state].get(x) if state is not None else None
-                if state is not None:
-                    out &= sure[state]
+                if state is None:
+                    return set()  # no state for δα: claim nothing
+                out &= sure[state]
         return out
 
     def _closure(self, kernel: set[tuple[int, int]]) -> frozenset[tuple[int, int]]:
