@@ -16,11 +16,14 @@ The grammar text is parsed by the ``lark`` package's own grammar loader
 - llguidance's dialect (special tokens, ``{m,n}``, ``%json``, ``%lark``, ``%regex``, ``&``/``~``,
   ``%llguidance``, rule attributes) is rewritten into plain Lark first
   (:mod:`gramc.compiler.frontends.lark_dialect`); a rule with ``[lazy]``, ``stop=`` or
-  ``suffix=`` is one lexeme holding the shortest matches of its body (and suffix);
+  ``suffix=`` is one lexeme holding the shortest matches of its body (and suffix), and cuts
+  the lexemes allowed next to it as llguidance's lexer does
+  (:mod:`gramc.compiler.frontends.lark_lexemes`); parametric rules ``name::_`` get one rule
+  per reachable parameter value (:mod:`gramc.compiler.frontends.lark_parametric`);
 - ``%declare`` is refused: declared terminals come from lexer callbacks or a postlexer.
 
 Malformed text raises :class:`~gramc.errors.GrammarSyntaxError` with the position lark
-reports; features gramc cannot honour (``%declare``, ``max_tokens=``, parametric rules, some
+reports; features gramc cannot honour (``%declare``, ``max_tokens=``, ``<[*]>``, some
 lookarounds) raise :class:`~gramc.errors.UnsupportedFeatureError`.
 
 >>> print(parse_lark('start: "a" NUM+\\nNUM: /[0-9]/'))
