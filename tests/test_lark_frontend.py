@@ -426,20 +426,8 @@ def test_lark_lark_accepts_lark_grammars():
 # ---------------------------------------------------------------- the corpus
 
 REFUSED = {  # records using dialect extensions gramc does not implement
-    **dict.fromkeys(
-        [
-            "llguidance/test_lark/test_parametric_0/1",
-            "llguidance/test_lark/test_parametric_0/2",
-        ],
-        "parametric rules name::param with %if",
-    ),
-    "xgrammar/test_lark/test_lark_core_languages/32": "\\u{1F600} is not a Python escape (lark's loader rejects it too)",
 }
 
-_LAZY = (
-    "a lazy lexeme ends inside a competing terminal: llguidance's and xgrammar's lexers commit "
-    "to it and drop the terminal; gramc has no lexer (it warns)"
-)
 _JSON_ESCAPES = "llguidance's %json refuses \\u escapes of characters that need none; gramc's JSON does not"
 DIFFERENT = {  # id -> (why, the strings on which gramc's verdict differs)
     "xgrammar/test_lark/test_lark_core_languages/37": (
@@ -454,22 +442,6 @@ DIFFERENT = {  # id -> (why, the strings on which gramc's verdict differs)
         "xgrammar does not skip %ignore'd text before the first token; Lark and gramc do",
         {"_ab"},
     ),
-    "xgrammar/test_lark/test_lark_dynamic_distinct_string_triggers/1": (
-        _LAZY, {"<foo>", "<foo>12</foo>", "<bar>x</bar>", "<bar>12"}),
-    "xgrammar/test_lark/test_lark_dynamic_lazy_regex_suffix/1": (
-        _LAZY, {"<call>", "<call>x</call>", "<call>12", "x<call>12</call><call>"}),
-    "xgrammar/test_lark/test_lark_dynamic_lazy_dotall_regex_suffix/1": (
-        _LAZY, {"<call>", "<call>bad</call>", "x\n<call>ok"}),
-    "xgrammar/test_lark/test_lark_dynamic_lazy_dotall_unicode_regex_flags/1": (
-        _LAZY, {"<call>", "<call>bad</call>", "x\n<call>ok"}),
-    "xgrammar/test_lark/test_lark_dynamic_fixed_string_suffix_attribute/1": (
-        _LAZY, {"<tool>", "<tool>123</tool>", "<tool>abc"}),
-    "xgrammar/test_lark/test_lark_dynamic_lazy_regex_escaped_metacharacter_trigger/1": (
-        _LAZY, {"END.", "beforeEND.not-ok", "beforeEND.okEND."}),
-    "xgrammar/test_lark/test_lark_dynamic_any_text_can_be_referenced_through_terminals/1": (
-        _LAZY, {"<call>", "<call>x</call>", "<call>12"}),
-    "xgrammar/test_lark/test_lark_dynamic_fixed_string_stop_attribute/1": (
-        _LAZY, {"<tool>", "<tool>123</tool>", "<tool>abc"}),
     "llguidance/test_lark/test_json_general_unicode_escapes_are_opt_in/1": (
         _JSON_ESCAPES, {'"\\u00e9"'}),
     "llguidance/test_lark/test_json_general_unicode_escapes_do_not_change_regex_constraints/1": (

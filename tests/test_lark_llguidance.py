@@ -3,13 +3,15 @@
 Each extension is checked against a reference that does not use gramc: Python's ``re`` (for
 ``&``, ``~``, lazy lexemes), brute force (``{m,n}``, ``%regex`` substrings), ``jsonschema``
 (``%json``), and llguidance itself where it is installed (a differential test on every
-string over a small alphabet up to a length).
+string over a small alphabet up to a length, and on the shared Lark vectors with random
+edits of their strings).
 """
 
 from __future__ import annotations
 
 import itertools
 import json
+import random
 import re
 import warnings
 
@@ -18,8 +20,15 @@ import pytest
 import gramc
 from gramc.compiler.frontends.lark import parse_lark
 from gramc.compiler.frontends.lark_dialect import prepare, structured_regex
-from gramc.errors import GramcWarning, GrammarSyntaxError, Span, UnsupportedFeatureError
+from gramc.errors import (
+    GramcWarning,
+    GrammarSyntaxError,
+    LimitExceededError,
+    Span,
+    UnsupportedFeatureError,
+)
 from gramc.runtime.check import check_artifact
+from paths import SHARED
 
 
 def accepts(grammar: str):
@@ -168,14 +177,115 @@ def test_lazy_body_must_be_regular():
         parse_lark('start: r\nr[lazy]: "(" r ")" | "x"\n')
 
 
-def test_lazy_competition_warns():
-    grammar = ('start: tool* tail\ntail: TEXT\nhead[lazy]: TEXT "<c>"\n'
-               'tool: head /[0-9]+/ "</c>"\nTEXT: /(.|\\n)*/\n')
+TOOLS = ('start: tool* tail\ntail: TEXT\nhead[lazy]: TEXT "<c>"\n'
+         'tool: head /[0-9]+/ "</c>"\nTEXT: /(.|\\n)*/\n')
+
+
+def test_lazy_competition_is_decided_like_llguidance():
+    """Free text ends at the first trigger: the text of ``tail`` never contains ``<c>``,
+    and after a ``<c>`` only a tool call may follow (llguidance's and xgrammar's lexers)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", GramcWarning)  # exact: no warning
+        g = parse_lark(TOOLS)
+        ok = accepts(TOOLS)
+    assert "TEXT~head" in g.rules
+    reference = re.compile(r"(?:(?:(?!<c>).)*<c>[0-9]+</c>)*(?:(?!<c>).)*", re.DOTALL)
+    for s in ["", "x", "x<c>1</c>y", "<c>12</c><c>3</c>", "<c", "<c>", "<c>x</c>", "a<c>1</c><c>",
+              "<c>1</c>", "x\n<c>1</c>\n", "<c>1</c><c", "<c>1</c>x<c>y"]:
+        assert ok(s) == bool(reference.fullmatch(s)), s
+    for s in strings("<c>/1", 6):
+        assert ok(s) == bool(reference.fullmatch(s)), s
+
+
+def test_lazy_lexemes_cut_each_other_only_strictly_earlier():
+    ok = accepts('start: w+\nw: h1 | h2\nh1[lazy]: /a+b/\nh2[lazy]: /a+bb/ | /c/\n')
+    # h1 ends at the first b, so h2's "abb" never happens; a tie would keep both
+    assert ok("ab") and ok("abab") and ok("c") and not ok("abb")
+
+
+def test_lazy_competition_that_depends_on_the_context_warns():
+    # after "a", TEXT competes with head when x is "a" head, and not when x is "a"
+    grammar = 'start: x TEXT\nx: "a" | "a" head\nhead[lazy]: /[ab]*b/\nTEXT: /[ab]*/\n'
     with pytest.warns(GramcWarning, match="lazy rule head can end inside terminal TEXT"):
         parse_lark(grammar)
     with warnings.catch_warnings():
         warnings.simplefilter("error", GramcWarning)
         parse_lark('start: r "c"\nr[suffix="b"]: /[a-z]*/\nC: "c"\n')
+
+
+def test_lazy_competition_leaves_literals_inline():
+    g = parse_lark('start: (r "</c>")* TEXT\nr[lazy]: TEXT "<c>" /[0-9]+/\nTEXT: /[a-z<>\\/0-9]*/\n')
+    assert set(g.rules) == {"start", "r", "TEXT", "TEXT~r"}
+    assert str(g.rules["start"]) == '(r "</c>")* TEXT~r'
+
+
+def test_lazy_competition_under_ignore_warns():
+    with pytest.warns(GramcWarning, match="lazy rule head can end inside terminal TEXT"):
+        parse_lark('start: head? TEXT\nhead[lazy]: TEXT "<c>"\nTEXT: /[a-z<>]+/\n%ignore " "\n')
+
+
+# ---------------------------------------------------------------- braced escapes
+
+
+def test_braced_escapes_are_code_points():
+    ok = accepts('start: /\\u{1F600}+[\\x{e9}-\\u{EA}]\\u{2e}/\n')
+    assert ok("😀é.") and ok("😀😀ê.") and not ok("😀éx") and not ok("é.")
+    with pytest.raises(GrammarSyntaxError, match="not a code point"):
+        parse_lark('start: /\\u{110000}/\n')
+
+
+# ---------------------------------------------------------------- parametric rules
+
+PERM = ('start: perm::0x0 "X"\n'
+        'perm::_ : "" %if is_ones([0:3])\n'
+        '  | "a" perm::set_bit(0) %if bit_clear(0)\n'
+        '  | "b" perm::set_bit(1) %if bit_clear(1)\n'
+        '  | "c" perm::set_bit(2) %if bit_clear(2)\n')
+COUNTS = ('start: lst::0x0\n'
+          'lst::_ : "a" lst::incr([0:2]) %if lt([0:2], 3)\n'
+          '  | "b" lst::incr([2:4]) %if lt([2:4], 3)\n'
+          '  | "c" lst::incr([4:6]) %if lt([4:6], 2)\n'
+          '  | "X"\n')
+
+
+def test_parametric_permutations():
+    ok = accepts(PERM)
+    for s in strings("abcX", 5):
+        assert ok(s) == (len(s) == 4 and s[3] == "X" and sorted(s[:3]) == list("abc")), s
+
+
+def test_parametric_saturating_counters():
+    ok = accepts(COUNTS)
+    for s in strings("abcX", 7):
+        counts_fit = s.count("a") <= 3 and s.count("b") <= 3 and s.count("c") <= 2
+        assert ok(s) == (s.endswith("X") and "X" not in s[:-1] and counts_fit), s
+
+
+def test_parametric_instances_are_named_by_value():
+    g = parse_lark(PERM)
+    assert {"perm::0x0", "perm::0x5", "perm::0x7"} <= set(g.rules)
+
+
+@pytest.mark.parametrize("grammar,message", [
+    ('start: foo\nfoo::_: "a" %if eq([3:3], 0)\n', "end bit index 3 must be > start"),
+    ('start: foo::0\nfoo::_: "a" %if eq([0:65], 0)\n', "65 is too large"),
+    ('start: foo::0\nfoo::_: "a" %if eq(0, 0)\n', "expected '_' or"),
+    ('start: foo::0\nfoo::_: "a" %if foo([0:1], 0)\n', "unexpected condition 'foo'"),
+    ('start: foo\nfoo: a::1\na: "a"\n', "'a' is not parametric"),
+    ('start: foo\nfoo: bar::_\nbar::_: "b" bar::_\n', "'foo' is not parametric"),
+    ('start: bar\nbar::_: "b" bar::_\n', "'bar' is parametric, but no parameter"),
+    ('start: foo::0\nfoo::_: bar\nbar: "a"\n', "does not use the parameter"),
+    ('start: bar\nbar: BAR\nBAR: "b" %if and(true,true)\n', "aren't allowed inside terminals"),
+    ('start: BAZ\nBAZ: qux::0\nqux::_: "baz" %if true\n', "aren't allowed inside terminals"),
+])
+def test_parametric_errors(grammar, message):
+    with pytest.raises(GrammarSyntaxError, match=re.escape(message)):
+        parse_lark(grammar)
+
+
+def test_parametric_expansion_is_bounded():
+    with pytest.raises(LimitExceededError, match="max_parametric_instances"):
+        parse_lark('start: n::0\nn::_: "a" n::incr(_) %if lt(_, 100000) | "b"\n')
 
 
 # ---------------------------------------------------------------- %json, %lark, %llguidance
@@ -226,7 +336,7 @@ def test_error_offsets_map_back_to_the_source():
 
 # ---------------------------------------------------------------- differential vs llguidance
 
-DIFF = [  # grammars without lexer decisions gramc does not make (no competing lexemes)
+DIFF = [  # grammars without lexer decisions gramc does not make (maximal munch)
     ('start: "a"{2,} "b"{,2}\n', "ab"),
     ('start: A\nA: /[ab]+/ & ~/(?s:.*)ab(?s:.*)/\n', "ab"),
     ('start: "x" %regex {"substring_chunks": ["ab", "b", "a"]} "y"\n', "abxy"),
@@ -235,30 +345,123 @@ DIFF = [  # grammars without lexer decisions gramc does not make (no competing l
     ('start: "<" r ">"\nr[lazy]: "a" "b"? ">"\n', "ab<>"),
     ('start: %json {"type": "array", "items": {"enum": [1, 2]}, "maxItems": 2}\n', "[]1,2 "),
     ('start: "a" x\nx: %lark {\nstart: "b"+\n}\n', "ab"),
+    ('start: tool* tail\ntail: TEXT\nhead[lazy]: TEXT "<c"\ntool: head /[0-9]+/ "."\n'
+     'TEXT: /(.|\\n)*/\n', "<c1."),
+    ('start: (foo | bar)* TEXT\nfoo_head[lazy]: TEXT "<a"\nfoo: foo_head /[a-z]+/ "."\n'
+     'bar_head[suffix="<b"]: TEXT\nbar: bar_head /[0-9]+/ "."\nTEXT: /(.|\\n)*/\n', "<ab1."),
+    ('start: xs TEXT\nxs: xs tool |\ntool: head "1"\nhead[lazy]: TEXT "<c"\n'
+     'TEXT: /[<cx1]*/\n', "<cx1"),
+    ('start: (head | "ab")+\nhead[stop="b"]: /a*/\n', "ab"),
+    ('start: w+\nw: h1 | h2 | "c"\nh1[lazy]: /a+b/\nh2[lazy]: /a+bb/ | /c/\n', "abc"),
+    ('start: /[\\x{61}-\\u{63}]+\\u{2e}\\x{5D}[\\u{5d}\\u{5E}]/\n', "ab.]^"),
+    (PERM, "abcX"),
+    (COUNTS, "abcX"),
+    ('start: aa::0 "X"\naa::_: "a" aa::incr(_) %if lt(_, 3) | bb::_\n'
+     'bb::_: "b" bb::incr(_) %if lt(_, 3) | ""\n', "abX"),
+    ('start: x::0x5\nx::_: "a" x::decr([0:3]) %if ne([0:3], 0)\n'
+     '  | "b" x::bit_and(0xfe) %if not(is_zeros(_))\n'
+     '  | "c" x::clear_bit(2) %if or(bit_set(2), gt([0:2], 1))\n'
+     '  | "d" x::bit_or(8) %if le([3:4], 0) | "e" -> e %if bit_count_ge(_, 1)\n', "abcde"),
 ]
+
+
+class ByteTokenizer:
+    """For llguidance: one token per byte, EOS 256."""
+
+    eos_token_id, bos_token_id = 256, None
+    tokens = [bytes([i]) for i in range(256)] + [b"<eos>"]
+    special_token_ids = [256]
+
+    def __call__(self, b):
+        return list(b)
+
+
+def reference_matcher(llg, tok, compiled):
+    """llguidance's verdict on a whole string, fed byte by byte."""
+    def reference(s: str) -> bool:
+        m = llg.LLMatcher(tok, compiled, log_level=0)
+        assert not m.is_error(), m.get_error()
+        return all(m.consume_token(b) for b in s.encode()) and m.is_accepting()
+    return reference
 
 
 @pytest.mark.parametrize("grammar,alphabet", DIFF, ids=range(len(DIFF)))
 def test_differential_llguidance(grammar, alphabet):
     llg = pytest.importorskip("llguidance")
-
-    class ByteTokenizer:  # one token per byte, EOS 256
-        eos_token_id, bos_token_id = 256, None
-        tokens = [bytes([i]) for i in range(256)] + [b"<eos>"]
-        special_token_ids = [256]
-
-        def __call__(self, b):
-            return list(b)
-
     tok = llg.LLTokenizer(llg.TokenizerWrapper(ByteTokenizer()), slices=[])
-    compiled = llg.LLMatcher.grammar_from_lark(grammar)
-
-    def reference(s: str) -> bool:
-        m = llg.LLMatcher(tok, compiled, log_level=0)
-        assert not m.is_error(), m.get_error()
-        return all(m.consume_token(b) for b in s.encode()) and m.is_accepting()
-
+    reference = reference_matcher(llg, tok, llg.LLMatcher.grammar_from_lark(grammar))
     ok = accepts(grammar)
     max_len = 5 if len(alphabet) <= 4 else 4
     diffs = [s for s in strings(alphabet, max_len) if ok(s) != reference(s)]
     assert not diffs, diffs[:10]
+
+
+# ---------------------------------------------------------------- the shared vectors vs llguidance
+
+VECTORS = SHARED / "corpora" / "lark-vectors.dev.jsonl"
+#: record id -> why gramc and llguidance disagree on some of its strings (docs/grammars/lark.md)
+PEER_DIFFERENCES = {
+    "xgrammar/test_lark/test_lark_core_languages/21":
+        "llguidance folds non-ASCII letters under the i flag (Rust regex); gramc folds ASCII only",
+    "xgrammar/test_lark/test_lark_multiple_ignore_declarations/1":
+        "%ignore'd text before the first token: Lark and gramc allow it, llguidance does not",
+    "xgrammar/test_lark/test_lark_ignore_inline_regex/1":
+        "%ignore'd text before the first or after the last token: Lark and gramc allow it",
+    "xgrammar/test_lark/test_lark_lazy_nullable_always_matches_empty/2":
+        "a nullable lazy lexeme: llguidance also takes its first non-empty match, gramc (and the "
+        "vector, from xgrammar) only the empty string",
+    **dict.fromkeys([
+        "llguidance/test_lark/test_json_general_unicode_escapes_are_opt_in/1",
+        "llguidance/test_lark/test_json_general_unicode_escapes_do_not_change_regex_constraints/1",
+        "llguidance/test_lark/test_json_general_unicode_escapes_do_not_change_regex_constraints/2",
+    ], "llguidance's %json refuses \\u escapes RFC 8259 allows; gramc accepts them"),
+}
+
+
+def mutants(texts: list[str], rng: random.Random, n: int) -> list[str]:
+    """``texts`` and up to ``n`` random edits of them (1-3 deletions, insertions or
+    substitutions over their own characters)."""
+    alphabet = sorted(set("".join(texts))) or ["a"]
+    out, pool = set(texts), list(texts) or [""]
+    for _ in range(20 * n):
+        if len(out) >= len(set(texts)) + n:
+            break
+        s = list(rng.choice(pool))
+        for _ in range(rng.randint(1, 3)):
+            op, i = rng.random(), rng.randint(0, len(s))
+            if op < 0.33 and s:
+                del s[min(i, len(s) - 1)]
+            elif op < 0.66:
+                s.insert(i, rng.choice(alphabet))
+            elif s:
+                s[min(i, len(s) - 1)] = rng.choice(alphabet)
+        out.add("".join(s))
+    return sorted(out)
+
+
+@pytest.mark.skipif(not VECTORS.exists(), reason=f"shared corpus not found: {VECTORS}")
+def test_vectors_against_llguidance_on_random_strings():
+    """Every vector grammar both engines compile, on its strings and 30 random edits of them:
+    gramc and llguidance agree except on the documented peer differences."""
+    llg = pytest.importorskip("llguidance")
+    tok = llg.LLTokenizer(llg.TokenizerWrapper(ByteTokenizer()), slices=[])
+    disagree: dict[str, list[str]] = {}
+    compared = 0
+    for line in VECTORS.read_text().splitlines():
+        rec = json.loads(line)
+        if rec.get("expect_build_error") or not (rec["passing"] or rec["failing"]):
+            continue
+        try:
+            ours = accepts(rec["grammar"])
+        except gramc.GramcError:
+            continue
+        compiled = llg.LLMatcher.grammar_from_lark(rec["grammar"])
+        if llg.LLMatcher(tok, compiled, log_level=0).is_error():
+            continue  # llguidance refuses the grammar
+        theirs = reference_matcher(llg, tok, compiled)
+        for s in mutants(rec["passing"] + rec["failing"], random.Random(rec["id"]), 30):
+            compared += 1
+            if ours(s) != theirs(s):
+                disagree.setdefault(rec["id"], []).append(s)
+    assert compared > 2000
+    assert set(disagree) == set(PEER_DIFFERENCES), {k: v[:3] for k, v in disagree.items()}

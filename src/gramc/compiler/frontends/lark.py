@@ -16,11 +16,14 @@ The grammar text is parsed by the ``lark`` package's own grammar loader
 - llguidance's dialect (special tokens, ``{m,n}``, ``%json``, ``%lark``, ``%regex``, ``&``/``~``,
   ``%llguidance``, rule attributes) is rewritten into plain Lark first
   (:mod:`gramc.compiler.frontends.lark_dialect`); a rule with ``[lazy]``, ``stop=`` or
-  ``suffix=`` is one lexeme holding the shortest matches of its body (and suffix);
+  ``suffix=`` is one lexeme holding the shortest matches of its body (and suffix), and cuts
+  the lexemes allowed next to it as llguidance's lexer does
+  (:mod:`gramc.compiler.frontends.lark_lexemes`); parametric rules ``name::_`` get one rule
+  per reachable parameter value (:mod:`gramc.compiler.frontends.lark_parametric`);
 - ``%declare`` is refused: declared terminals come from lexer callbacks or a postlexer.
 
 Malformed text raises :class:`~gramc.errors.GrammarSyntaxError` with the position lark
-reports; features gramc cannot honour (``%declare``, ``max_tokens=``, parametric rules, some
+reports; features gramc cannot honour (``%declare``, ``max_tokens=``, ``<[*]>``, some
 lookarounds) raise :class:`~gramc.errors.UnsupportedFeatureError`.
 
 >>> print(parse_lark('start: "a" NUM+\\nNUM: /[0-9]/'))
@@ -46,6 +49,7 @@ from lark.load_grammar import GrammarBuilder
 
 from gramc.compiler.frontends.language_ops import complement, intersection, substitute
 from gramc.compiler.frontends.lark_dialect import Dialect, Op, prepare
+from gramc.compiler.frontends.lark_lexemes import Resolution, conflicts, resolve
 from gramc.compiler.frontends.lark_terminals import (
     TerminalLowerer,
     char_range,
@@ -78,6 +82,8 @@ from gramc.errors import (
 from gramc.limits import DEFAULT_LIMITS, Limits
 
 MAX_TEMPLATE_INSTANCES = 10_000
+MAX_PARAM_INSTANCES = 10_000  # rules name::value of llguidance's parametric rules
+PARAM = "::"  # the template environment's key for the current parametric rule's parameter
 ALL_BYTES_EXPR = Bytes(ALL_BYTES)
 MAX_LAZY_STATES = 100_000  # DFA states of a lazy lexeme's body·suffix
 IGNORE_RULE = "__ignore"
@@ -318,7 +324,7 @@ def _extension_at(text: str, offset: int) -> str | None:
 
 
 def _check_declare(loaded: Any, dialect: Dialect, src: _SourceMap) -> None:
-    placeholders = dialect.tokens.keys() | dialect.subgrammars.keys()
+    placeholders = set(dialect.placeholders())
     declared = [n for n, (tree, _p) in loaded.term_defs if tree is None]
     declared += [
         n for n, _p, tree, _o in loaded.rule_defs if tree is None and n not in placeholders
@@ -363,6 +369,11 @@ class _Lowerer:
         self.lazy: dict[str, Expr] = {}  # lazy rule -> its lexeme
         self.captures: dict[str, str] = {}  # [capture] rule -> the capture's name
         self.capture_problems: dict[str, str] = {}  # capture name -> why it is not reported
+        self.param_instances = 0
+        # With lazy lexemes, literals in rules are lexeme rules until their competition is
+        # decided (lark_lexemes needs lexeme boundaries), then inlined again.
+        self.literal_rules: dict[Expr, str] | None = (
+            {} if any(a.lazy or a.stop or a.suffix for a in dialect.attributes.values()) else None)
 
     def run(self, start: str) -> Grammar:
         self._check_start(start)
@@ -377,7 +388,7 @@ class _Lowerer:
             )
         while self.queue:
             self._lower_next(*self.queue.popleft())
-        self._warn_competing_lexemes()
+        self._decide_lazy_competition(START_RULE if self.ignore else start)
         # Every placeholder None is replaced once the queue is empty.
         return Grammar(cast("dict[str, Expr]", self.rules), START_RULE if self.ignore else start,
                        captures=self.captures, uncaptured=self.capture_problems)
@@ -396,6 +407,10 @@ class _Lowerer:
         if self.rule_defs[start][0]:
             raise GrammarSyntaxError(
                 f"the start rule {start!r} is a template", self.src.definition(start)
+            )
+        if start in self.dialect.parametric:
+            raise GrammarSyntaxError(
+                f"the start rule {start!r} is parametric", self.src.definition(start)
             )
 
     def _lower_next(self, kind: str, name: str, *rest: Any) -> None:
@@ -443,6 +458,9 @@ class _Lowerer:
         return alt(*(self._expr(c, env) for c in node.children))
 
     def _r_expansion(self, node: Tree, env: dict) -> Expr:
+        names = [_symbol_name(c) for c in node.children]
+        if any(self._condition(n, env) is NOTHING for n in names if n in self.dialect.conds):
+            return NOTHING  # before its references: they would instantiate unreachable rules
         return seq(*(self._expr(c, env) for c in node.children))
 
     def _r_alias(self, node: Tree, env: dict) -> Expr:
@@ -460,7 +478,7 @@ class _Lowerer:
 
     def _r_literal(self, node: Tree, env: dict) -> Expr:
         token = cast(LarkToken, node.children[0])  # lark's loader: a literal holds its token
-        return seq(self.terms.lower_literal(token), self.gap)
+        return seq(self._lexeme_leaf(self.terms.lower_literal(token)), self.gap)
 
     def _r_range(self, node: Tree, env: dict) -> Expr:
         try:
@@ -471,7 +489,18 @@ class _Lowerer:
             raise GrammarSyntaxError(
                 self.src.clean(str(e)), self._span_of(node.children[0])
             ) from None
-        return seq(expr, self.gap)
+        return seq(self._lexeme_leaf(expr), self.gap)
+
+    def _lexeme_leaf(self, expr: Expr) -> Expr:
+        """A literal in a rule: itself, or while lazy competition is pending, a lexeme rule."""
+        if self.literal_rules is None or self.lexeme_stack:
+            return expr
+        if expr not in self.literal_rules:
+            self.literal_rules[expr] = name = f"{expr}"
+            if name in self.rules:  # a rule of that name exists: lark's names have no quotes
+                self.literal_rules[expr] = name = f"{expr}#{len(self.literal_rules)}"
+            self.rules[name] = expr
+        return Ref(self.literal_rules[expr])
 
     def _symbol(self, sym: Any, env: dict) -> Expr:
         if isinstance(sym, Terminal):
@@ -481,6 +510,16 @@ class _Lowerer:
         name = sym.name
         if name in env:
             return env[name][0]
+        if name in self.dialect.conds or name in self.dialect.param_refs:
+            if self.lexeme_stack:
+                raise self._not_a_lexeme(f"it uses {self.src.renames[name]}")
+            if name in self.dialect.conds:
+                return self._condition(name, env)
+            return self._param_ref(name, env)
+        if name in self.dialect.parametric:
+            raise GrammarSyntaxError(
+                f"rule {name!r} is parametric, but no parameter is given", self.src.mention(name)
+            )
         if name in self.tokens or name in self.dialect.subgrammars:
             if self.lexeme_stack:
                 raise self._not_a_lexeme(f"it uses {self.src.renames[name]}")
@@ -531,6 +570,60 @@ class _Lowerer:
         if isinstance(node, NonTerminal) and node.name in env:
             return env[node.name][1]
         return self.src.renames.get(node.name, node.name)
+
+    # ------------------------------------------------------------ parametric rules
+
+    def _condition(self, placeholder: str, env: dict) -> Expr:
+        """``%if cond``: the empty string where the current parameter satisfies it, else
+        nothing (the alternative it ends does not exist for this parameter)."""
+        cond = self.dialect.conds[placeholder]
+        if cond.is_true:
+            return EMPTY
+        if PARAM not in env:
+            raise self._needs_param(placeholder)
+        return EMPTY if cond.eval(env[PARAM]) else NOTHING
+
+    def _param_ref(self, placeholder: str, env: dict) -> Expr:
+        """``name::expr``: a reference to the rule ``name::<value>``, the instance of the
+        parametric rule ``name`` for the value of ``expr`` (lowered once per value)."""
+        target, expr = self.dialect.param_refs[placeholder]
+        shown = self.src.renames[placeholder]
+        if target not in self.dialect.parametric:
+            defined = target in self.rule_defs or target in self.term_defs
+            reason = f"{target!r} is not parametric" if defined else f"rule {target!r} is not defined"
+            raise GrammarSyntaxError(f"{reason}, but {shown} gives it a parameter",
+                                     self.src.mention(placeholder))
+        if expr.uses_param and PARAM not in env:
+            raise self._needs_param(placeholder)
+        inst = f"{target}::{expr.eval(env.get(PARAM, 0)):#x}"
+        if inst not in self.rules:
+            if self.param_instances >= MAX_PARAM_INSTANCES:
+                raise LimitExceededError(
+                    "max_parametric_instances", self.param_instances + 1, MAX_PARAM_INSTANCES,
+                    f"parametric rule {target}", self.src.definition(target))
+            if not any(self._uses_param(t) for t in self.rule_defs[target][1].iter_subtrees()):
+                raise GrammarSyntaxError(
+                    f"rule {target!r} is parametric, but its body does not use the parameter",
+                    self.src.definition(target))
+            self.param_instances += 1
+            self.rules[inst] = None
+            self.queue.append(("inst", inst, self.rule_defs[target][1],
+                               {PARAM: expr.eval(env.get(PARAM, 0))}, target))
+        return Ref(inst)
+
+    def _uses_param(self, tree: Tree) -> bool:
+        for c in tree.children:
+            name = _symbol_name(c)
+            if name in self.dialect.conds and not self.dialect.conds[name].is_true:
+                return True
+            if name in self.dialect.param_refs and self.dialect.param_refs[name][1].uses_param:
+                return True
+        return False
+
+    def _needs_param(self, placeholder: str) -> GrammarSyntaxError:
+        return GrammarSyntaxError(
+            f"rule {self.current!r} is not parametric, but {self.src.renames[placeholder]} "
+            "uses the parameter", self.src.mention(placeholder))
 
     # ------------------------------------------------------------ llguidance extensions
 
@@ -644,22 +737,38 @@ class _Lowerer:
         self.lazy[name] = shortest
         return shortest
 
-    def _warn_competing_lexemes(self) -> None:
-        """Warn where a named terminal has a string with a prefix that a lazy lexeme
-        matches: llguidance's lexer ends the lazy lexeme there and drops the terminal,
-        gramc has no lexer and keeps both (a larger language)."""
-        terminals = [t for t in self.term_defs if self.rules.get(t) is not None]
-        for name, lexeme in self.lazy.items():
-            started = seq(lexeme, repeat(ALL_BYTES_EXPR, 0, None))
-            for t in terminals:
-                both = intersection([cast(Expr, self.rules[t]), started], limits=self.limits)
-                if both is not NOTHING:
-                    warnings.warn(
-                        f"{self.src.definition(name)}: the lazy rule {name} can end inside "
-                        f"terminal {t}; llguidance's lexer would then end {name} and drop {t} "
-                        "where both can start, gramc (no lexer) keeps both and accepts more",
-                        GramcWarning, stacklevel=4)
-                    break
+    def _decide_lazy_competition(self, start: str) -> None:
+        """Write llguidance's lexer decision between lazy lexemes and the lexemes allowed
+        next to them into the rules (:mod:`~gramc.compiler.frontends.lark_lexemes`); warn
+        where it cannot be written exactly. Literal lexeme rules are inlined again."""
+        literals = {name: expr for expr, name in (self.literal_rules or {}).items()}
+        if self.lazy:
+            lexemes = {t: e for t in self.term_defs if (e := self.rules.get(t)) is not None}
+            lexemes.update(literals)
+            lexemes.update(self.lazy)
+            rules = cast("dict[str, Expr]", self.rules)
+            if self.ignore:  # llguidance's %ignore is another lexer decision: not modelled
+                found = conflicts(lexemes, self.lazy, self.limits)
+                result = Resolution(rules, sorted((x, h) for x, hs in found.items() for h in hs))
+            else:
+                result = resolve(rules, start, lexemes, self.lazy,
+                                 set(self.sub_starts.values()), self.limits)
+            self.rules = cast("dict[str, Expr | None]", result.rules)
+            for lexeme, lazy in result.inexact:
+                what = literals.get(lexeme, lexeme)
+                kind = "terminal" if lexeme in self.term_defs else (
+                    "lazy rule" if lexeme in self.lazy else "")
+                shown = f"{kind} {what}".strip() if lexeme not in self.sub_starts.values() else \
+                    self.src.renames.get(lexeme.split(".")[0], lexeme)
+                warnings.warn(
+                    f"{self.src.definition(lazy)}: the lazy rule {lazy} can end inside {shown}; "
+                    f"llguidance's lexer then ends {lazy} and drops {shown} where both are "
+                    "allowed, which gramc cannot decide exactly here: it keeps both and "
+                    "accepts more", GramcWarning, stacklevel=5)
+        for name in literals:
+            del self.rules[name]
+        if literals:
+            self.rules = {n: substitute(cast(Expr, e), literals) for n, e in self.rules.items()}
 
     def _inline_rule(self, name: str) -> Expr:
         """The body of rule ``name`` as one lexeme: terminals and rules inlined, no
@@ -679,6 +788,13 @@ class _Lowerer:
         return UnsupportedFeatureError(
             "non-regular body of a lazy rule", self.dialect.attributes[name].span,
             f"rule {name} has [lazy], stop= or suffix=, so its body must be one lexeme, but {why}")
+
+
+def _symbol_name(node: Any) -> str | None:
+    """The rule or terminal name a loader node stands for (a symbol, or a value holding one)."""
+    if isinstance(node, Tree) and node.data == "value" and len(node.children) == 1:
+        node = node.children[0]
+    return getattr(node, "name", None)
 
 
 def _json_schema(schema: Any, source_name: str, limits: Limits) -> Grammar:

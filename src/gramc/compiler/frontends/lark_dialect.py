@@ -13,11 +13,16 @@ side tables that the lowering (:mod:`gramc.compiler.frontends.lark`) consults:
 - a terminal whose body uses ``&`` (intersection) or prefix ``~`` (complement) is parsed
   here: its operands become hidden helper terminals, the definition a marker whose value
   is an :class:`Op` tree over them;
+- ``\\u{...}`` and ``\\x{...}`` in a regex literal become Python's ``\\U........``;
 - ``x{m,n}``, ``x{n}``, ``x{m,}``, ``x{,n}`` become lark's ``x~m..n`` (:data:`UNBOUNDED`
   stands for a missing upper bound);
 - ``name[attr, key=value]:`` loses its attribute list (``attributes``); ``stop=``/``suffix=``
   values become hidden helper terminals;
-- ``%llguidance {options}`` is removed (``options``).
+- ``%llguidance {options}`` is removed (``options``);
+- a parametric rule's header ``name::_`` loses its ``::_`` (``parametric``), a reference
+  ``name::expr`` and a condition ``%if cond`` become declared placeholder rules
+  (``param_refs``, ``conds``; :mod:`gramc.compiler.frontends.lark_parametric`), which the
+  lowering expands into one rule per parameter value.
 
 Offsets move with these rewrites; :attr:`Dialect.original` maps an offset in the rewritten
 text back to the user's text, so every error still points at what the user wrote.
@@ -36,6 +41,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from gramc.compiler.frontends.lark_parametric import Cond, ParamExpr, parse_cond, parse_param_expr
 from gramc.compiler.ir import Expr, Token, TokenName, alt, optional, seq, text
 from gramc.errors import GrammarSyntaxError, LimitExceededError, Span, UnsupportedFeatureError
 
@@ -50,6 +56,10 @@ _TOKEN_ITEM = re.compile(r"([0-9]+)(?:-([0-9]+))?")
 _DIRECTIVE = re.compile(r"%(json|regex|lark|llguidance)\s*(?=\{)")
 _COUNT = re.compile(r"\{\s*(-?[0-9]*)\s*(?:(,)\s*(-?[0-9]*)\s*)?\}")
 _RULE_HEAD = re.compile(r"(?m)^[ \t]*[?!]?([A-Za-z_][A-Za-z_0-9]*)(?:\.-?[0-9]+)?(?=\[)")
+_PARAM_HEAD = re.compile(r"(?m)^[ \t]*[?!]?([a-z_]\w*)[ \t]*::[ \t]*_(?!\w)")
+_PARAM_REF = re.compile(r"([A-Za-z_]\w*)[ \t]*::[ \t]*")
+_IF = re.compile(r"%if\b")
+_ALIAS_BEFORE = re.compile(r"->[ \t]*[a-z_]\w*[ \t]*$")
 _TERM_HEAD = re.compile(r"(?m)^[ \t]*([A-Z_][A-Z_0-9]*)(?:\.-?[0-9]+)?[ \t]*:")
 _KNOWN_ATTRIBUTES = ("lazy", "stop", "suffix", "capture", "stop_capture", "max_tokens",
                      "temperature")
@@ -107,6 +117,13 @@ class Dialect:
     markers: dict[str, Any] = field(default_factory=dict)  # marker value -> IR or Op
     attributes: dict[str, Attributes] = field(default_factory=dict)
     options: dict[str, Any] = field(default_factory=dict)
+    parametric: set[str] = field(default_factory=set)  # rules defined as name::_
+    param_refs: dict[str, tuple[str, ParamExpr]] = field(default_factory=dict)  # placeholder
+    conds: dict[str, Cond] = field(default_factory=dict)  # placeholder -> %if condition
+
+    def placeholders(self) -> list[str]:
+        """The declared placeholder rules: what lark must accept as defined elsewhere."""
+        return [*self.tokens, *self.subgrammars, *self.param_refs, *self.conds]
 
     def original(self, offset: int) -> int:
         """The offset in the user's text of ``offset`` in :attr:`text`."""
@@ -162,7 +179,7 @@ class _Rewriter:
 
     def finish(self) -> Dialect:
         self._emit(self.d.source[self.last :], self.last)
-        declared = list(self.d.tokens) + list(self.d.subgrammars)
+        declared = self.d.placeholders()
         tail = "".join(f"\n{h}" for h in self.helpers)
         if declared:
             tail += "\n%declare " + " ".join(declared)
@@ -175,6 +192,7 @@ def prepare(source: str, source_name: str) -> Dialect:
     """Rewrite llguidance's extensions in ``source`` (see the module docstring)."""
     rw = _Rewriter(source, source_name)
     heads = {m.end(): m for m in _RULE_HEAD.finditer(source)}
+    param_heads = {m.start(1): m for m in _PARAM_HEAD.finditer(source)}
     terms = {m.start(): m for m in _TERM_HEAD.finditer(source)}
     i, n = 0, len(source)
     while i < n:
@@ -182,7 +200,10 @@ def prepare(source: str, source_name: str) -> Dialect:
         if i in terms and (end := _term_with_ops(rw, terms[i])) is not None:
             i = end
         elif c == '"' or (c == "/" and not source.startswith("//", i)):
-            i = skip_quoted(source, i, c)
+            end = skip_quoted(source, i, c)
+            if c == "/":
+                _braced_escapes(rw, i, end)
+            i = end
         elif c == "#" or c == "/":
             end = source.find("\n", i)
             i = n if end < 0 else end
@@ -194,6 +215,16 @@ def prepare(source: str, source_name: str) -> Dialect:
             i = m.end()
         elif c == "%" and (m := _DIRECTIVE.match(source, i)):
             i = _directive(rw, m)
+        elif c == "%" and _IF.match(source, i):
+            i = _condition(rw, i)
+        elif i in param_heads:
+            m = param_heads[i]
+            rw.d.parametric.add(m.group(1))
+            rw.replace(m.end(1), m.end(), "")
+            i = m.end()
+        elif (c.isalpha() or c == "_") and not (i and (source[i - 1].isalnum() or source[i - 1] == "_")) \
+                and (m := _PARAM_REF.match(source, i)):
+            i = _param_ref(rw, m)
         elif c == "{" and (m := _COUNT.match(source, i)) and m.group(1) + (m.group(3) or ""):
             rw.replace(i, m.end(), _count(m, rw.span(i)))
             i = m.end()
@@ -213,6 +244,30 @@ def skip_quoted(text: str, i: int, quote: str) -> int:
     while j < len(text) and text[j] in "imslux":
         j += 1
     return j
+
+
+_BRACED = re.compile(r"\\[ux]\{([0-9A-Fa-f]{1,8})\}")
+
+
+def _braced_escapes(rw: _Rewriter, start: int, end: int) -> None:
+    """``\\u{1F600}`` / ``\\x{e9}`` in the regex literal at ``start:end`` (Rust regex syntax,
+    which llguidance's and xgrammar's regexes use; an error in Python's ``re``) become
+    Python's ``\\U0001F600`` (``\\.`` for ``\\u{2e}``: a literal character)."""
+    source, j = rw.d.source, start + 1
+    while j < min(end, len(source)):
+        m = _BRACED.match(source, j) if source[j] == "\\" else None
+        if m:
+            cp = int(m.group(1), 16)
+            if cp > 0x10FFFF:
+                raise GrammarSyntaxError(f"escape {m.group()} is not a code point", rw.span(j))
+            ch = chr(cp)
+            # lark turns \U escapes into the character itself: an ASCII one is written so
+            # that it stays literal in the regex
+            new = (ch if ch.isalnum() else "\\" + ch) if cp < 0x80 and ch.isprintable() else f"\\U{cp:08X}"
+            rw.replace(j, m.end(), new)
+            j = m.end()
+        else:
+            j += 2 if source[j] == "\\" else 1
 
 
 # ---------------------------------------------------------------- special tokens
@@ -359,6 +414,35 @@ def _options(options: dict[str, Any], value: Any, span: Span) -> None:
                     f"failed to parse %llguidance declaration: {key} must be a {expected}", span)
             raise UnsupportedFeatureError(f"%llguidance option {key}={json.dumps(v)}", span, meaning)
         options[key] = v
+
+
+# ---------------------------------------------------------------- parametric rules
+
+
+def _condition(rw: _Rewriter, i: int) -> int:
+    """``%if cond`` at ``i`` becomes a placeholder ending its alternative (before its
+    ``-> alias``, where lark expects the alias)."""
+    source = rw.d.source
+    cond, end = parse_cond(source, i + 3, rw.d.source_name)
+    name = rw.fresh()
+    rw.d.conds[name] = cond
+    rw.d.names[name] = source[i:end].strip()
+    alias = _ALIAS_BEFORE.search(source, max(rw.last, source.rfind("\n", 0, i) + 1), i)
+    if alias:
+        rw.replace(alias.start(), end, f"{name} {alias.group()}")
+    else:
+        rw.replace(i, end, name)
+    return end
+
+
+def _param_ref(rw: _Rewriter, m: re.Match) -> int:
+    """``name::expr`` becomes a placeholder for the instance of ``name`` it selects."""
+    expr, end = parse_param_expr(rw.d.source, m.end(), rw.d.source_name)
+    name = rw.fresh()
+    rw.d.param_refs[name] = (m.group(1), expr)
+    rw.d.names[name] = rw.d.source[m.start() : end]
+    rw.replace(m.start(), end, name)
+    return end
 
 
 # ---------------------------------------------------------------- rule attributes
