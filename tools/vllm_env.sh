@@ -25,5 +25,7 @@ if [ "${GRAMC_VLLM_SKIP_INSTALL:-0}" != 1 ]; then
 fi
 
 cd "$repo"
+# The tests read only local files (a model directory they write, ../shared); never the Hub.
+export HF_HUB_OFFLINE=${HF_HUB_OFFLINE:-1}
 "$venv/bin/python" -c 'import vllm, torch; print("vllm", vllm.__version__, "torch", torch.__version__)'
 exec "$venv/bin/python" -m pytest -q -rs tests/test_integrations_vllm.py tests/test_vllm_backend.py "$@"

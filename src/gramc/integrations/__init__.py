@@ -5,7 +5,10 @@
 * :mod:`gramc.integrations.llama_cpp`: ``GramcLlamaLogitsProcessor`` and
   ``vocab_from_llama_cpp(llm)`` (needs llama-cpp-python when called);
 * :mod:`gramc.integrations.vllm`: ``GramcLogitsProcessor`` for vLLM's logits-processor
-  interfaces (needs vLLM when the class is looked up).
+  interfaces (needs vLLM when the class is looked up);
+* :mod:`gramc.integrations.vllm_backend`: ``GramcBackend``, vLLM's structured-output backend
+  ``"gramc"``, and ``register``, the ``vllm.general_plugins`` entry point that enables it
+  (needs vLLM when either is used).
 
 ``import gramc`` (and this package) imports none of torch, transformers, llama_cpp or vllm.
 """
