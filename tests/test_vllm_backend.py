@@ -42,6 +42,7 @@ import gramc  # noqa: E402
 from earley import EarleyOracle  # noqa: E402
 from gramc.compiler.pipeline import lower  # noqa: E402
 from gramc.integrations import vllm_backend as vb  # noqa: E402
+from gramc.integrations.engine_grammars import JSON_OBJECT_SCHEMA, request_source  # noqa: E402
 from vllm.config import (  # noqa: E402
     DeviceConfig,
     ModelConfig,
@@ -75,11 +76,11 @@ STAG = {"type": "structural_tag",
 # name -> (StructuredOutputsParams kwargs, gramc format of the same constraint, its source)
 KINDS = {
     "json": ({"json": SCHEMA}, "json_schema", json.dumps(SCHEMA)),
-    "json_object": ({"json_object": True}, "json_schema", vb.JSON_OBJECT_SCHEMA),
+    "json_object": ({"json_object": True}, "json_schema", JSON_OBJECT_SCHEMA),
     "regex": ({"regex": DATE}, "regex", DATE),
     "grammar_ebnf": ({"grammar": EBNF}, "ebnf", EBNF),
     "grammar_lark": ({"grammar": LARK}, "lark", LARK),
-    "choice": ({"choice": CHOICES}, *vb.request_source("CHOICE", json.dumps(CHOICES))),
+    "choice": ({"choice": CHOICES}, *request_source("CHOICE", json.dumps(CHOICES))),
     "structural_tag": ({"structural_tag": json.dumps(STAG)}, "structural_tag", json.dumps(STAG)),
 }
 
@@ -306,7 +307,8 @@ def test_backend_shape(engine):
     req, _grammar = _admit(engine, "shape", regex="a")
     backend = engine.manager.backend
     assert type(backend).__name__ == "GramcBackend" and engine.manager.backend_name == "gramc"
-    assert backend.vocab_size == HEAD and backend.vocab.size == len(engine.manager.tokenizer) < HEAD and backend.vocab.eos_ids == ()
+    vocab = backend.grammars.vocab
+    assert backend.vocab_size == HEAD and vocab.size == len(engine.manager.tokenizer) < HEAD and vocab.eos_ids == ()
     bitmask = backend.allocate_token_bitmask(5)
     assert tuple(bitmask.shape) == (5, (HEAD + 31) // 32) and bitmask.dtype == torch.int32
 

@@ -1,4 +1,4 @@
-"""The vLLM-independent part of gramc's vLLM structured-output backend, without vLLM.
+"""What gramc's serving-engine backends share (gramc.integrations.engine_grammars), without vLLM.
 
 ``tests/test_vllm_backend.py`` drives the same code through vLLM's own classes where vLLM is
 installed; this file runs everywhere: how request kinds become gramc sources, and
@@ -15,7 +15,7 @@ import pytest
 
 import gramc
 from gramc.bitmask import n_words, unpack_row
-from gramc.integrations.vllm_backend import GrammarState, grammar_format, request_source
+from gramc.integrations.engine_grammars import GrammarState, grammar_format, request_source
 
 EOS = 50256
 NESTED = 'root ::= "[" (item ("," item)*)? "]"\nitem ::= [0-9]{1,2} | root'
