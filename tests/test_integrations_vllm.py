@@ -1,8 +1,9 @@
 """vLLM adapter: driven through the call sequences of vLLM's two logits-processor interfaces.
 
-vLLM cannot be installed here (0.33.0 pins torch==2.14.0 and transformers<5.21, and pulls
-CUDA-only kernels), so these tests replay, with stand-in objects, the calls vLLM 0.33.0 makes,
-as read from its source:
+vLLM is not in the project's environment (0.33.0 pins torch==2.14.0 and transformers<5.21,
+and pulls CUDA wheels; ``tools/vllm_env.sh`` installs it in a virtualenv of its own), and its
+model runners need a GPU, so these tests replay, with stand-in objects, the calls vLLM 0.33.0
+makes, as read from its source:
 
 * V1 runner (``vllm/v1/sample/logits_processor``): ``__init__(vllm_config, device,
   is_pin_memory)``; per step ``update_state(BatchUpdate | None)`` then ``apply(logits)``.
