@@ -26,7 +26,7 @@ from jsonschema import Draft202012Validator, validators
 
 import gramc
 from earley import EarleyOracle
-from gramc.compiler.ir import EMPTY, NOTHING, Alt, Bytes, Ref, Repeat, Seq
+from gramc.compiler.ir import EMPTY, NOTHING, Alt, Bytes, Machine, Ref, Repeat, Seq
 from gramc.compiler.pipeline import CompileOptions
 from gramc.errors import GramcWarning, SchemaError
 from gramc.schemas import Approximation, SchemaOptions, parse_schema_text, schema_to_grammar
@@ -459,6 +459,14 @@ def sample_text(grammar, rnd: random.Random, budget: int = 2000) -> bytes | None
             stack.extend([e.item] * rnd.randint(e.min, min(e.max if e.max is not None else e.min + 3, e.min + 3)))
         elif isinstance(e, Ref):
             stack.append(grammar.rules[e.name])
+        elif isinstance(e, Machine):  # a random walk to a final state (every state reaches one)
+            q = e.start
+            while e.edges[q] and not (e.accept[q] and rnd.random() < 0.3):
+                budget -= 1
+                if budget < 0:
+                    return None
+                mask, q = rnd.choice(e.edges[q])
+                out.append(rnd.choice(Bytes(mask).byte_values()))
         elif e is NOTHING:
             return None
         else:

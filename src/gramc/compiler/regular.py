@@ -31,6 +31,7 @@ from gramc.compiler.ir import (
     Grammar,
     Repeat,
     alt,
+    machine,
     optional,
     repeat,
     seq,
@@ -75,6 +76,32 @@ def difference(a: Expr, b: Expr, limits: Limits = DEFAULT_LIMITS) -> Expr:
     if b is NOTHING:
         return a
     return combine(dfa_of(a, limits), dfa_of(b, limits), False, limits)
+
+
+def intersection_machine(a: Expr, b: Expr, limits: Limits = DEFAULT_LIMITS) -> Expr:
+    """:func:`intersection` kept as an automaton: the minimal product DFA as one
+    :class:`~gramc.compiler.ir.Machine` leaf, for products (residues of a division) whose
+    regular expression would be exponentially larger than their states."""
+    if a is NOTHING or b is NOTHING:
+        return NOTHING
+    deadline = Deadline(limits.max_compile_seconds)
+    delta, accept, masks = product(dfa_of(a, limits), dfa_of(b, limits), True, limits, deadline)
+    block = minimize(delta, accept, deadline)
+    delta, accept, start = canonical(delta, accept, block, start=1)
+    return dfa_to_machine(delta, accept, start, masks)
+
+
+def dfa_to_machine(delta: np.ndarray, accept: np.ndarray, start: int, masks: list[int]) -> Expr:
+    """A :class:`~gramc.compiler.ir.Machine` for a DFA (state 0 dead; ``masks[c]`` is the
+    byte set of column ``c``)."""
+    rows = []
+    for p in range(len(delta)):
+        by_target: dict[int, int] = {}
+        for c, q in enumerate(delta[p].tolist()):
+            if q != DEAD:
+                by_target[q] = by_target.get(q, 0) | masks[c]
+        rows.append([(mask, q) for q, mask in by_target.items()])
+    return machine(rows, accept.tolist(), start)
 
 
 def combine(a: DFATable, b: DFATable, both: bool, limits: Limits) -> Expr:
