@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Iterable, Union
 
-from gramc.compiler.ir import EMPTY, NOTHING, Alt, Bytes, Expr, Grammar, Ref, Repeat, Seq, Token
+from gramc.compiler.ir import EMPTY, NOTHING, Alt, Bytes, Expr, Grammar, Machine, Ref, Repeat, Seq, Token
 
 Symbol = Union[str, int, tuple]  # nonterminal name | byte-class mask (int) | ("tok", id)
 Item = tuple[int, int, int]  # (production index, dot, origin)
@@ -74,6 +74,13 @@ class EarleyOracle:
                 self._add(name, (self._sym(i),))
         elif isinstance(e, Repeat):
             self._repeat(name, e)
+        elif isinstance(e, Machine):  # right-linear: one nonterminal per state
+            self._add(name, (f"{name}:{e.start}",))
+            for q, row in enumerate(e.edges):
+                for mask, target in row:
+                    self._add(f"{name}:{q}", (mask, f"{name}:{target}"))
+                if e.accept[q]:
+                    self._add(f"{name}:{q}", ())
         elif e is EMPTY:
             self._add(name, ())
         elif e is NOTHING:

@@ -15,6 +15,7 @@ from gramc.compiler.ir import (
     Alt,
     Bytes,
     Expr,
+    Machine,
     Repeat,
     Seq,
     Token,
@@ -35,6 +36,8 @@ def nullable(e: Expr) -> bool:
         return any(nullable(i) for i in e.items)
     if isinstance(e, Repeat):
         return e.min == 0 or nullable(e.item)
+    if isinstance(e, Machine):
+        return e.accept[e.start]
     return False  # Bytes, Token, NOTHING
 
 
@@ -53,6 +56,9 @@ def derive(e: Expr, b: int) -> Expr:
         lo = max(e.min - 1, 0)
         hi = None if e.max is None else e.max - 1
         return seq(derive(e.item, b), repeat(e.item, lo, hi))
+    if isinstance(e, Machine):  # every state of a Machine can still reach acceptance
+        target = e.step(e.start, b)
+        return NOTHING if target is None else Machine(e.edges, e.accept, target)
     if isinstance(e, Token) or e is EMPTY or e is NOTHING:
         return NOTHING
     raise TypeError(f"the oracle handles rule-free expressions only, not {e!r}")

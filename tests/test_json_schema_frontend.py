@@ -26,7 +26,7 @@ from jsonschema import Draft202012Validator, validators
 
 import gramc
 from earley import EarleyOracle
-from gramc.compiler.ir import EMPTY, NOTHING, Alt, Bytes, Ref, Repeat, Seq
+from gramc.compiler.ir import EMPTY, NOTHING, Alt, Bytes, Machine, Ref, Repeat, Seq
 from gramc.compiler.pipeline import CompileOptions
 from gramc.errors import GramcWarning, SchemaError
 from gramc.schemas import Approximation, SchemaOptions, parse_schema_text, schema_to_grammar
@@ -93,6 +93,16 @@ CASES = [
     ("multipleOf", {"type": "number", "multipleOf": 0.5}, [1.5, -2, 0], [0.25, 1.1]),
     ("allOf-multipleOf-lcm", {"allOf": [{"multipleOf": 2}, {"multipleOf": 2.5}], "type": "number"},
      [10, 20, 0, -30], [2, 2.5, 5, 15]),
+    ("multipleOf-unbounded-7", {"type": "integer", "multipleOf": 7}, [0, 7, -14, 700000000000007, 21.0],
+     [1, 8, -15, 700000000000008]),
+    ("multipleOf-decimal-unbounded", {"type": "number", "multipleOf": 0.13}, [0.13, -2.6, 13, 0],
+     [0.1, 1.3001, 0.14]),
+    # Differences and unions of residue automata stay automata (their regular expressions would not fit).
+    ("multipleOf-not-anyOf", {"type": "integer", "anyOf": [{"multipleOf": 3}, {"multipleOf": 5}],
+                              "not": {"multipleOf": 15}}, [3, 5, -9, 10, 33], [15, 0, 1, 30, -45]),
+    ("multipleOf-allOf-anyOf-not", {"type": "number", "allOf": [
+        {"minimum": 1}, {"anyOf": [{"multipleOf": 3}, {"multipleOf": 5}]},
+        {"anyOf": [{"not": {"multipleOf": 8}}, {"multipleOf": 11}]}]}, [3, 5, 264, 9], [24, 0, 7, 40, -3]),
     ("string-lengths", {"type": "string", "minLength": 2, "maxLength": 3}, ["ab", "abc", "éé", "日本語"],
      ["a", "abcd", ""]),
     ("pattern", {"type": "string", "pattern": "^[a-c]+$"}, ["a", "cab"], ["", "abd", "A"]),
@@ -459,6 +469,14 @@ def sample_text(grammar, rnd: random.Random, budget: int = 2000) -> bytes | None
             stack.extend([e.item] * rnd.randint(e.min, min(e.max if e.max is not None else e.min + 3, e.min + 3)))
         elif isinstance(e, Ref):
             stack.append(grammar.rules[e.name])
+        elif isinstance(e, Machine):  # a random walk to a final state (every state reaches one)
+            q = e.start
+            while e.edges[q] and not (e.accept[q] and rnd.random() < 0.3):
+                budget -= 1
+                if budget < 0:
+                    return None
+                mask, q = rnd.choice(e.edges[q])
+                out.append(rnd.choice(Bytes(mask).byte_values()))
         elif e is NOTHING:
             return None
         else:

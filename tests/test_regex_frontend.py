@@ -496,7 +496,7 @@ ERRORS = [
     ("(a)\\1", "unicode", UnsupportedFeatureError, 3, "backreference \\1"),
     ("(?<n>a)\\k<n>", "unicode", UnsupportedFeatureError, 7, "named backreference"),
     ("(?P<n>a)(?P=n)", "unicode", UnsupportedFeatureError, 8, "backreference (?P=name)"),
-    ("a\\bc", "unicode", UnsupportedFeatureError, 1, "word boundary \\b"),
+    ("\\bc", "unicode", UnsupportedFeatureError, 0, "word boundary \\b"),
     ("a\\B", "unicode", UnsupportedFeatureError, 1, "word boundary \\B"),
     ("a^b", "unicode", UnsupportedFeatureError, 1, "anchor ^"),
     ("(^a)", "unicode", UnsupportedFeatureError, 1, "anchor ^"),

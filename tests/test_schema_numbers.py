@@ -15,6 +15,7 @@ import re
 from decimal import Decimal
 from fractions import Fraction
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
@@ -264,10 +265,9 @@ def test_bad_arguments():
         number_ir(maximum="3")
 
 
-@pytest.mark.parametrize("k", [7, 10**9 + 7])
-def test_unbounded_hard_multiple_of_is_not_expressible(k):
+def test_multiple_of_beyond_the_residue_limit_is_not_expressible():
     with pytest.raises(NotExpressible) as info:
-        integer_ir(multiple_of=k)
+        integer_ir(multiple_of=10**9 + 7)
     assert info.value.keyword == "multipleOf"
 
 
@@ -285,6 +285,7 @@ def test_huge_bound_is_not_expressible():
         {"multiple_of": 16, "minimum": -64, "maximum": 256},
         {"multiple_of": 0.01, "minimum": 0, "maximum": 1e9},
         {"multiple_of": 3},
+        {"multiple_of": 97, "minimum": -1e6, "maximum": 1e9},
         {"minimum": 1e308},
         {"maximum": 9223372036854775807, "minimum": -9223372036854775808},
     ],
@@ -324,3 +325,131 @@ def test_value_spellings_refuse_what_number_ir_refuses():
             number_ir(minimum=value, maximum=value)
         with pytest.raises(NotExpressible):
             value_spellings(value)
+
+
+# ---------------------------------------------------------------- multipleOf by brute force
+
+#: Divisors coprime to 10 (their residues never settle), sharing factors with it, and
+#: decimals of several scales (``0.07``: K = 7, s = 2).
+MULTIPLES = [7, 13, 97, 6, 12, 250, 3, 0.07, 0.13, 1.3, 0.25, 0.06, 2.5, 0.001, 0.5, 1, Decimal("0.12")]
+MULTIPLE_BOUNDS = [{}, {"minimum": -37, "maximum": 1234.5}, {"exclusive_minimum": -0.5, "exclusive_maximum": 99},
+                   {"minimum": 12.34}, {"maximum": -3}]
+VIABLE_PLAIN = re.compile(r"-?((0|[1-9][0-9]*)(\.[0-9]*)?)?")
+SHORT_TEXT_LENGTH = 5
+
+
+class ShortTexts:
+    """Every text over ``-.0-9`` of at most :data:`SHORT_TEXT_LENGTH` bytes that could still
+    start a plain decimal, and each of those followed by one byte that cannot, as arrays:
+    the bytes (padded), lengths, and for plain decimals the value ``n / 10**t``."""
+
+    def __init__(self, max_len: int):
+        texts, todo = [], [""]
+        while todo:
+            text = todo.pop()
+            texts.append(text)
+            if VIABLE_PLAIN.fullmatch(text) and len(text) < max_len:
+                todo.extend(text + c for c in "-.0123456789")
+        self.texts = texts
+        self.bytes = np.zeros((len(texts), max_len), dtype=np.uint8)
+        for i, text in enumerate(texts):
+            self.bytes[i, : len(text)] = np.frombuffer(text.encode(), dtype=np.uint8)
+        self.length = np.array([len(t) for t in texts])
+        self.viable = np.array([bool(VIABLE_PLAIN.fullmatch(t)) for t in texts])
+        self.integer = np.array([bool(INTEGER_TEXT.fullmatch(t)) for t in texts])
+        self.plain = np.array([bool(PLAIN_TEXT.fullmatch(t)) for t in texts])
+        self.n = np.array([int(t.replace(".", "")) if p else 0 for t, p in zip(texts, self.plain)], dtype=np.int64)
+        self.t = np.array([len(t.partition(".")[2]) for t in texts], dtype=np.int64)
+
+    def states(self, dfa) -> np.ndarray:
+        """The DFA state after each text (vectorised over the texts, one byte at a time)."""
+        state = np.full(len(self.texts), dfa.start, dtype=np.int64)
+        for i in range(self.bytes.shape[1]):
+            on = self.length > i
+            state[on] = dfa.delta[state[on], dfa.byte_class[self.bytes[on, i]]]
+        return state
+
+    def satisfying(self, kw: dict) -> np.ndarray:
+        """Whether the value of each plain decimal satisfies the keywords, exactly."""
+        scale = 10**self.t
+        ok = self.plain.copy()
+        for key, holds in (("minimum", np.greater_equal), ("maximum", np.less_equal),
+                           ("exclusive_minimum", np.greater), ("exclusive_maximum", np.less)):
+            if key in kw:
+                b = frac(kw[key])  # n / 10**t against p / q: n q against p 10**t
+                ok &= holds(self.n * b.denominator, b.numerator * scale)
+        m = frac(kw["multiple_of"])  # n / 10**t = i p / q: n q divisible by p 10**t
+        ok &= (self.n * m.denominator) % (m.numerator * scale) == 0
+        return ok
+
+
+@pytest.fixture(scope="module")
+def short_texts() -> ShortTexts:
+    return ShortTexts(SHORT_TEXT_LENGTH)
+
+
+@pytest.mark.parametrize("bounds", MULTIPLE_BOUNDS, ids=lambda b: ",".join(f"{k}={v}" for k, v in b.items()) or "unbounded")
+@pytest.mark.parametrize("m", MULTIPLES, ids=str)
+def test_multiple_of_against_every_short_text(m, bounds, short_texts):
+    """Every text of up to 5 bytes over ``-.0-9``: the compiled DFA accepts it exactly when
+    it is a plain decimal (a plain integer for ``integer``) whose value is a multiple and in
+    the bounds (exact integer arithmetic), and is dead on every prefix no plain decimal has.
+    Unbounded ``multipleOf: 7`` used to be dropped."""
+    kw = dict(bounds, multiple_of=m)
+    expected = short_texts.satisfying(kw)
+    for fn, syntax in ((integer_ir, short_texts.integer), (number_ir, short_texts.plain)):
+        dfa = build_dfa(Grammar.single(fn(**kw)))
+        state = short_texts.states(dfa)
+        wrong = (dfa.accept[state] != (expected & syntax)) | ((state != 0) & ~short_texts.viable)
+        assert not wrong.any(), (fn.__name__, kw, [short_texts.texts[i] for i in np.flatnonzero(wrong)[:10]])
+
+
+@pytest.mark.parametrize("m, k, s", [(7, 7, 0), (13, 13, 0), (97, 97, 0), (6, 6, 0), (12, 12, 0), (250, 250, 0),
+                                     (0.07, 7, 2), (0.13, 13, 2), (1.3, 13, 1), (0.001, 1, 3)])
+def test_multiple_of_dfas_are_minimal_residue_automata(m, k, s):
+    """Unbounded: a start, a state after '-', '0' and the residues of the integer part; for
+    decimals also the residues after each of the s fraction digits (k (s + 2) in all, fewer
+    where residues merge), never the millions of states a regular expression needs."""
+    ints = build_dfa(Grammar.single(integer_ir(multiple_of=m))).n_states - 1  # without the dead state
+    nums = build_dfa(Grammar.single(number_ir(multiple_of=m))).n_states - 1
+    assert ints <= frac(m).numerator + 3
+    assert nums <= k * (s + 2) + 3
+    if k in (7, 13, 97) and s == 0:
+        assert ints == k + 3  # coprime to 10: every residue is its own state
+
+
+@pytest.mark.parametrize("lazy", [False, True], ids=["eager", "lazy"])
+@pytest.mark.parametrize("kw", [{"multiple_of": 7}, {"multiple_of": 0.13, "minimum": -50},
+                                {"multiple_of": 12, "maximum": 10**6}], ids=str)
+def test_multiple_of_masks_on_gpt2_equal_the_oracle(kw, lazy):
+    """Masks over the real gpt2 vocabulary along random walks, eager and lazy binding: a
+    token is allowed exactly when the derivative oracle (IR semantics, no automata) says the
+    text so far plus the token can still become a multiple in range."""
+    import random
+
+    import oracle
+
+    import gramc
+    from gramc.runtime.dfa_artifact import DFAArtifact
+
+    vocab = gramc.load_vocab("gpt2")
+    fn = number_ir if isinstance(kw["multiple_of"], float) else integer_ir
+    expr = fn(**kw)
+    art = DFAArtifact.bound(build_dfa(Grammar.single(expr)), {"format": "ir"}, vocab, lazy=lazy)
+    rng = random.Random(str(kw))
+    for _ in range(2):
+        matcher, prefix = art.matcher(), b""
+        for _ in range(5):
+            expected = np.zeros(vocab.size, dtype=bool)
+            for i, tok in enumerate(vocab.tokens):
+                if i in vocab.special_ids:
+                    expected[i] = i in vocab.eos_ids and oracle.fullmatch(expr, prefix)
+                else:
+                    expected[i] = bool(tok) and oracle.is_viable_prefix(expr, prefix + tok)
+            assert np.array_equal(matcher.mask(), expected), (kw, prefix)
+            allowed = [i for i in np.flatnonzero(expected) if i not in vocab.special_ids]
+            if not allowed:
+                break
+            t = rng.choice(allowed)
+            assert matcher.commit_token(int(t))
+            prefix += vocab.tokens[t]

@@ -170,6 +170,69 @@ class TokenName(Expr):
     name: str
 
 
+class Machine(Expr):
+    """A regular language given by a small DFA over bytes, kept as one leaf.
+
+    For languages whose automaton is small but whose regular expression is not: the numbers
+    divisible by 7 take 7 states and a regular expression of millions of nodes. The Thompson
+    construction copies the states (one split and one byte edge per transition), so every
+    backend reads it like any other sub-expression.
+
+    ``edges[q]`` lists state ``q``'s transitions as (byte mask, target) with disjoint masks;
+    ``accept[q]`` says whether ``q`` is final; ``start`` is the initial state. Build it with
+    :func:`machine`, which keeps only the states on a path from ``start`` to acceptance, so
+    a Machine (and every Machine reached by reading a prefix of it) is never empty.
+    """
+
+    __slots__ = ()
+    _fields = ("edges", "accept", "start")
+    edges: tuple[tuple[tuple[int, int], ...], ...]
+    accept: tuple[bool, ...]
+    start: int
+
+    @property
+    def n_states(self) -> int:
+        return len(self.accept)
+
+    def weight(self) -> int:
+        """States plus transitions: what one copy of it costs in a Thompson NFA."""
+        return self.n_states + sum(len(row) for row in self.edges)
+
+    def step(self, state: int, byte: int) -> int | None:
+        """The state after ``byte`` from ``state`` (None: no transition)."""
+        for mask, target in self.edges[state]:
+            if mask >> byte & 1:
+                return target
+        return None
+
+    def longest(self) -> int | None:
+        """The most bytes a string of it has; None when a cycle makes it unbounded."""
+        return _machine_longest(self)
+
+
+@lru_cache(maxsize=1024)
+def _machine_longest(m: Machine) -> int | None:
+    depth: dict[int, int | None] = {}  # None while on the current path
+    order: list[tuple[int, bool]] = [(m.start, False)]
+    while order:
+        q, done = order.pop()
+        if done:
+            depth[q] = max((1 + cast(int, depth[t]) for _, t in m.edges[q]), default=0)
+            continue
+        if q in depth:
+            if depth[q] is None:
+                return None  # a cycle
+            continue
+        depth[q] = None
+        order.append((q, True))
+        for _, t in m.edges[q]:
+            if t in depth and depth[t] is None:
+                return None
+            if t not in depth:
+                order.append((t, False))
+    return depth[m.start]
+
+
 class _Empty(Expr):
     """The empty string."""
 
@@ -283,6 +346,49 @@ def repeat(item: Expr, min: int, max: int | None) -> Expr:
 def optional(item: Expr) -> Expr:
     """``item?``."""
     return repeat(item, 0, 1)
+
+
+def machine(edges: Iterable[Iterable[tuple[int, int]]], accept: Iterable[bool], start: int = 0) -> Expr:
+    """The :class:`Machine` of a DFA (``edges[q]``: (byte mask, target) pairs, disjoint per
+    state), trimmed to the states reachable from ``start`` that can still reach acceptance and
+    numbered breadth-first from it; :data:`NOTHING` when it accepts nothing, a byte class or
+    :data:`EMPTY` when that is all it is."""
+    rows = [tuple((mask, t) for mask, t in row if mask) for row in edges]
+    final = list(accept)
+    alive = {q for q, f in enumerate(final) if f}
+    preds: dict[int, list[int]] = {}
+    for q, row in enumerate(rows):
+        for _, t in row:
+            preds.setdefault(t, []).append(q)
+    todo = list(alive)
+    while todo:
+        for p in preds.get(todo.pop(), ()):
+            if p not in alive:
+                alive.add(p)
+                todo.append(p)
+    if start not in alive:
+        return NOTHING
+    number = {start: 0}
+    queue = [start]
+    for q in queue:  # breadth-first: grows while iterated
+        for _, t in rows[q]:
+            if t in alive and t not in number:
+                number[t] = len(number)
+                queue.append(t)
+    new_rows: list[tuple[tuple[int, int], ...]] = []
+    for q in queue:
+        by_target: dict[int, int] = {}
+        for mask, t in rows[q]:
+            if t in alive:
+                by_target[number[t]] = by_target.get(number[t], 0) | mask
+        new_rows.append(tuple(sorted(((m, t) for t, m in by_target.items()), key=lambda e: e[0] & -e[0])))
+    new_accept = tuple(final[q] for q in queue)
+    if len(queue) == 1 and not new_rows[0]:
+        return EMPTY
+    if len(queue) == 2 and new_rows[0] and len(new_rows[0]) == 1 and not new_rows[1] \
+            and not new_accept[0] and new_accept[1]:
+        return Bytes(new_rows[0][0][0])
+    return Machine(tuple(new_rows), new_accept, 0)
 
 
 # ---------------------------------------------------------------- grammars
@@ -484,7 +590,20 @@ def _format_leaf(e: Expr) -> str | None:
         return f"<[{e.id}]>"
     if isinstance(e, TokenName):
         return e.name
+    if isinstance(e, Machine):
+        return _format_machine(e)
     return None
+
+
+@lru_cache(maxsize=256)
+def _format_machine(m: Machine) -> str:
+    """``dfa{0: [1-9] 1, "0" 2; 1 final: [0-9] 1; 2 final}``: each state's transitions, ``start
+    q;`` first when the start is not state 0."""
+    states = []
+    for q, row in enumerate(m.edges):
+        moves = ", ".join(f"{_format_leaf(Bytes(mask))} {t}" for mask, t in row)
+        states.append(f"{q}{' final' if m.accept[q] else ''}{': ' + moves if moves else ''}")
+    return "dfa{" + (f"start {m.start}; " if m.start else "") + "; ".join(states) + "}"
 
 
 def _seq_parts(items: tuple[Expr, ...], memo: dict) -> Call[list[str]]:

@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from gramc.compiler import stackless
-from gramc.compiler.ir import EMPTY, NOTHING, Alt, Bytes, Expr, Grammar, Ref, Repeat, Seq, Token
+from gramc.compiler.ir import EMPTY, NOTHING, Alt, Bytes, Expr, Grammar, Machine, Ref, Repeat, Seq, Token
 from gramc.compiler.stackless import Call
 from gramc.errors import UnsupportedFeatureError
 from gramc.limits import DEFAULT_LIMITS, Limits
@@ -94,6 +94,8 @@ class _Builder:
             return (yield self.build_repeat(e, out))
         if isinstance(e, Token):
             return self.add(tok=e.id, nxt=out)
+        if isinstance(e, Machine):
+            return self.build_machine(e, out)
         if isinstance(e, Ref):
             if e.name in self.calls:
                 return self.add(call=self.calls[e.name], nxt=out)
@@ -117,6 +119,14 @@ class _Builder:
         for _ in range(e.min):
             tail = yield self.build(e.item, tail)
         return tail
+
+    def build_machine(self, m: Machine, out: int) -> int:
+        """A copy of the DFA: a split per state (its transitions, and ``out`` where final)."""
+        heads = [self.add(eps=()) for _ in range(m.n_states)]
+        for q, row in enumerate(m.edges):
+            moves = tuple(self.add(cls=mask, nxt=heads[t]) for mask, t in row)
+            self.nfa.eps[heads[q]] = moves + ((out,) if m.accept[q] else ())
+        return heads[m.start]
 
     def build_ref(self, name: str, out: int) -> Call[int]:
         if name in self.inlining:
@@ -146,6 +156,8 @@ def thompson_size(grammar: Grammar, calls: dict[str, int] | None = None) -> int:
         elif isinstance(e, Repeat):
             item = yield size(e.item, active)
             n = item * (e.max if e.max is not None else e.min + 1) + (e.max or e.min) - e.min + 1
+        elif isinstance(e, Machine):
+            n = e.weight()
         elif isinstance(e, Ref) and e.name not in calls and e.name not in active:
             n = yield size(grammar.rules[e.name], active | {e.name})
         else:

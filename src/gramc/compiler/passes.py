@@ -12,7 +12,7 @@ import warnings
 from dataclasses import dataclass
 from typing import Callable, Mapping
 
-from gramc.compiler.ir import (NOTHING, Alt, Bytes, Expr, Grammar, Ref, Repeat, Seq, Token, TokenName, alt,
+from gramc.compiler.ir import (NOTHING, Alt, Bytes, Expr, Grammar, Machine, Ref, Repeat, Seq, Token, TokenName, alt,
                                postorder, repeat, seq, walk)
 from gramc.errors import GramcError, GrammarSyntaxError, GramcWarning, VocabularyError
 
@@ -338,9 +338,11 @@ class _ShortParts:
         self.longest_reads: dict[Expr, int | None] = {}
 
     def size(self, e: Expr) -> int:
-        """The number of nodes of ``e`` written out as a tree."""
+        """The number of nodes of ``e`` written out as a tree (a :class:`Machine` counts its
+        states and transitions)."""
         for node in _postorder_unknown(e, self.sizes):
-            self.sizes[node] = 1 + sum(self.sizes[c] for c in node.children())
+            own = node.weight() if isinstance(node, Machine) else 1
+            self.sizes[node] = own + sum(self.sizes[c] for c in node.children())
         return self.sizes[e]
 
     def longest(self, e: Expr) -> int | None:
@@ -403,6 +405,8 @@ def _longest(e: Expr, memo: dict) -> int | None:
             memo[node] = 1
         elif isinstance(node, Ref):
             memo[node] = None
+        elif isinstance(node, Machine):
+            memo[node] = node.longest()
         elif isinstance(node, Repeat):
             item = memo[node.item]
             memo[node] = None if item is None or (node.max is None and item) else item * (node.max or 0)

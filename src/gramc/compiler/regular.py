@@ -29,11 +29,14 @@ from gramc.compiler.ir import (
     Bytes,
     Expr,
     Grammar,
+    Machine,
     Repeat,
     alt,
+    machine,
     optional,
     repeat,
     seq,
+    walk,
 )
 from gramc.limits import DEFAULT_LIMITS, Deadline, Limits
 
@@ -65,7 +68,7 @@ def intersection(a: Expr, b: Expr, limits: Limits = DEFAULT_LIMITS) -> Expr:
         return NOTHING
     if a is b:
         return a
-    return combine(dfa_of(a, limits), dfa_of(b, limits), True, limits)
+    return combine(dfa_of(a, limits), dfa_of(b, limits), True, limits, _has_machine(a) or _has_machine(b))
 
 
 def difference(a: Expr, b: Expr, limits: Limits = DEFAULT_LIMITS) -> Expr:
@@ -74,17 +77,50 @@ def difference(a: Expr, b: Expr, limits: Limits = DEFAULT_LIMITS) -> Expr:
         return NOTHING
     if b is NOTHING:
         return a
-    return combine(dfa_of(a, limits), dfa_of(b, limits), False, limits)
+    return combine(dfa_of(a, limits), dfa_of(b, limits), False, limits, _has_machine(a) or _has_machine(b))
 
 
-def combine(a: DFATable, b: DFATable, both: bool, limits: Limits) -> Expr:
-    """IR for the strings of ``a`` that ``b`` matches (``both``) or does not match."""
+@lru_cache(maxsize=DFA_CACHE_SIZE)
+def _has_machine(expr: Expr) -> bool:
+    """Does ``expr`` hold a :class:`~gramc.compiler.ir.Machine` (a language kept as an automaton
+    because its regular expression is too large)?"""
+    return any(isinstance(node, Machine) for node in walk(expr))
+
+
+def intersection_machine(a: Expr, b: Expr, limits: Limits = DEFAULT_LIMITS) -> Expr:
+    """:func:`intersection` kept as an automaton: the minimal product DFA as one
+    :class:`~gramc.compiler.ir.Machine` leaf, for products (residues of a division) whose
+    regular expression would be exponentially larger than their states."""
+    if a is NOTHING or b is NOTHING:
+        return NOTHING
+    return combine(dfa_of(a, limits), dfa_of(b, limits), True, limits, as_machine=True)
+
+
+def dfa_to_machine(delta: np.ndarray, accept: np.ndarray, start: int, masks: list[int]) -> Expr:
+    """A :class:`~gramc.compiler.ir.Machine` for a DFA (state 0 dead; ``masks[c]`` is the
+    byte set of column ``c``)."""
+    rows = []
+    for p in range(len(delta)):
+        by_target: dict[int, int] = {}
+        for c, q in enumerate(delta[p].tolist()):
+            if q != DEAD:
+                by_target[q] = by_target.get(q, 0) | masks[c]
+        rows.append([(mask, q) for q, mask in by_target.items()])
+    return machine(rows, accept.tolist(), start)
+
+
+def combine(a: DFATable, b: DFATable, both: bool, limits: Limits, as_machine: bool = False) -> Expr:
+    """IR for the strings of ``a`` that ``b`` matches (``both``) or does not match: a regular
+    expression by state elimination, or (``as_machine``: an operand was kept as an automaton,
+    so its products would have no compact expression either) one Machine leaf."""
     if a.start == DEAD:
         return NOTHING
     deadline = Deadline(limits.max_compile_seconds)
     delta, accept, masks = product(a, b, both, limits, deadline)
     block = minimize(delta, accept, deadline)
     delta, accept, start = canonical(delta, accept, block, start=1)
+    if as_machine:
+        return dfa_to_machine(delta, accept, start, masks)
     return dfa_to_ir(delta, accept, start, masks)
 
 

@@ -30,6 +30,7 @@ Anything that cannot be done exactly raises :class:`~gramc.schemas.approx.NotExp
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from decimal import Decimal
 from fractions import Fraction
 from functools import lru_cache
@@ -37,19 +38,21 @@ from functools import lru_cache
 from gramc.compiler.ir import (
     EMPTY,
     NOTHING,
-    Alt,
-    Bytes,
     Expr,
+    Machine,
     Repeat,
-    Seq,
     alt,
     byte_class,
     byte_range,
     literal,
+    machine,
     optional,
     repeat,
     seq,
 )
+from gramc.compiler.regular import intersection_machine
+from gramc.errors import LimitExceededError
+from gramc.limits import DEFAULT_LIMITS
 from gramc.schemas.approx import NotExpressible
 from gramc.schemas.trie import byte_units, trie
 
@@ -64,9 +67,8 @@ MAX_EXPANDED_SIZE = 30_000
 MAX_ENUMERATED = 2000
 #: Most states of the multipleOf automaton (residues x fraction positions).
 MAX_MULTIPLE_STATES = 20_000
-#: Largest expanded size (the Thompson NFA size, shared sub-expressions counted at every use)
-#: of a multipleOf result.
-MAX_MULTIPLE_SIZE = 60_000
+#: Most states of its product with the bounds' automaton, before minimisation.
+MAX_MULTIPLE_PRODUCT = 200_000
 
 DIGIT = byte_range(0x30, 0x39)
 NONZERO = byte_range(0x31, 0x39)
@@ -116,7 +118,7 @@ def integer_ir(
 
     Raises:
         NotExpressible: a bound with too many digits, or a ``multipleOf`` whose automaton is
-            beyond :data:`MAX_MULTIPLE_STATES` / :data:`MAX_MULTIPLE_SIZE`.
+            beyond :data:`MAX_MULTIPLE_STATES` / :data:`MAX_MULTIPLE_PRODUCT`.
         ValueError: a bound that is NaN or infinite, or a ``multipleOf`` that is not positive.
     """
     lo, lo_incl, hi, hi_incl = _bounds(minimum, maximum, exclusive_minimum, exclusive_maximum)
@@ -133,16 +135,13 @@ def integer_ir(
         k = m.numerator
     if k > 1 and ilo is not None and ihi is not None and ihi // k - -(-ilo // k) < MAX_ENUMERATED:
         first = -(-ilo // k) * k
-        body = _texts([(str(v).encode(), EMPTY) for v in range(first, ihi + 1, k)]
-                     + ([(b"-0", EMPTY)] if ilo <= 0 <= ihi else []))
+        body = _capped(_texts([(str(v).encode(), EMPTY) for v in range(first, ihi + 1, k)]
+                              + ([(b"-0", EMPTY)] if ilo <= 0 <= ihi else [])))
     else:
         pos, neg = _int_sign_parts(ilo, ihi)
+        body = _capped(alt(pos, seq(MINUS, neg)))
         if k > 1:
-            automaton = _MultipleAutomaton(k, 0)
-            pos = automaton.intersect(pos)
-            neg = automaton.intersect(neg)
-        body = alt(pos, seq(MINUS, neg))
-    body = _capped(body)
+            body = _multiples(body, k, 0)
     if allow_zero_fraction:
         body = seq(body, optional(seq(DOT, repeat(ZERO, 1, None))))
     return body
@@ -183,9 +182,7 @@ def number_ir(
         few = _enumerate_multiples(m, lo, lo_incl, hi, hi_incl)
         if few is not None:
             return few
-        automaton = _MultipleAutomaton(*_decimal_scale(m))
-        pos = automaton.intersect(pos)
-        neg = automaton.intersect(neg)
+        return _multiples(_capped(alt(pos, seq(MINUS, neg))), *_decimal_scale(m))
     return _capped(alt(pos, seq(MINUS, neg)))
 
 
@@ -582,186 +579,64 @@ def _sci_magnitude(lo: Fraction, lo_incl: bool, hi: Fraction | None, hi_incl: bo
 # ---------------------------------------------------------------- multipleOf
 
 
-class _MultipleAutomaton:
-    """Decimal texts ``int(.frac)?`` whose value times 10**s is an integer divisible by k.
+#: The bytes the residue automaton reads.
+_MINUS_MASK, _DOT_MASK = 1 << 0x2D, 1 << 0x2E
 
-    States: ``(j, r)``: ``j == -1`` in the integer part, else ``j`` fraction digits read
-    (``0 <= j <= s``; at ``j == s`` only '0' may follow); ``r`` is the residue mod k of the
-    digits read so far (integer digits, then the first s fraction digits). The end is accepting
-    when ``r * 10**(s - j)`` (``s`` for the integer part) is divisible by k.
 
-    :meth:`intersect` takes the product of a plain-decimal IR with this automaton structurally
-    (continuation passing over the IR), so the digit ranges keep their compact shape; a
-    repetition of a digit class in the integer part uses the residue automaton's star, which is
-    compact when k divides a power of ten (the residue then depends on the last t digits only)
-    and is solved by state elimination otherwise (capped by :data:`MAX_MULTIPLE_SIZE`).
+@lru_cache(maxsize=64)
+def residue_machine(k: int, s: int) -> Expr:
+    """Texts ``-?[0-9]+(\\.[0-9]*)?`` whose value times ``10**s`` is an integer divisible by
+    ``k``, as a :class:`~gramc.compiler.ir.Machine` of ``1 + k * (s + 2)`` states.
+
+    States: the start (a sign may come), then ``(j, r)``: ``j == -1`` in the integer part,
+    else ``j`` fraction digits read (at ``j == s`` only '0' may follow); ``r`` is the residue
+    mod k of the digits read so far (integer digits, then the first s fraction digits). A
+    state is final when ``r * 10**(s - j)`` (``s`` for the integer part) is divisible by k.
+    No regular expression: for k coprime to 10 the smallest one is exponentially larger than
+    these k states (state elimination gives millions of nodes for k = 7).
     """
+    def at(j: int, r: int) -> int:
+        return 1 + (j + 1) * k + r
 
-    def __init__(self, k: int, s: int):
-        self.k, self.s = k, s
-        if k * (s + 2) > MAX_MULTIPLE_STATES:
-            raise NotExpressible(
-                "multipleOf",
-                f"the divisibility automaton needs {k * (s + 2)} states (limit {MAX_MULTIPLE_STATES})",
-            )
-        self.states = [(j, r) for j in range(-1, s + 1) for r in range(k)]
-        k1 = 1  # the largest divisor of k that divides a power of ten, and that power
-        k2, t = k, 0
-        for p in (2, 5):
-            while k2 % p == 0:
-                k2 //= p
-        k1 = k // k2
-        while 10**t % k1:
-            t += 1
-        self.k2, self.t = k2, t
-
-    def step(self, q: tuple[int, int], b: int) -> tuple[int, int] | None:
-        j, r = q
-        if b == 0x2E:
-            return (0, r) if j == -1 else None
-        if not 0x30 <= b <= 0x39:
-            return None
-        d = b - 0x30
-        if j == -1:
-            return (-1, (10 * r + d) % self.k)
-        if j < self.s:
-            return (j + 1, (10 * r + d) % self.k)
-        return q if d == 0 else None
-
-    def accepting(self, q: tuple[int, int]) -> bool:
-        j, r = q
-        return r * 10 ** (self.s - (0 if j == -1 else j)) % self.k == 0
-
-    def intersect(self, expr: Expr) -> Expr:
-        if expr is NOTHING:
-            return NOTHING
-        conts = {q: EMPTY for q in self.states if self.accepting(q)}
-        result = self._build(expr, conts).get((-1, 0), NOTHING)
-        size = expanded_size(result)
-        if size > MAX_MULTIPLE_SIZE:
-            raise NotExpressible(
-                "multipleOf",
-                f"divisibility by {self.k} within these bounds needs an automaton of {size} "
-                f"states (limit {MAX_MULTIPLE_SIZE})",
-            )
-        return result
-
-    # -- continuation passing: _build(e, C)[q] = union over w in L(e) of w . C[step*(q, w)]
-
-    def _build(self, e: Expr, conts: dict) -> dict:
-        if not conts or e is NOTHING:
-            return {}
-        if e is EMPTY:
-            return conts
-        if isinstance(e, Bytes):
-            return self._bytes(e, conts)
-        if isinstance(e, Seq):
-            for item in reversed(e.items):
-                conts = self._build(item, conts)
-            return conts
-        if isinstance(e, Alt):
-            return _merge(self._build(i, conts) for i in e.items)
-        if isinstance(e, Repeat):
-            if e.max is None:
-                if not isinstance(e.item, Bytes):
-                    raise AssertionError(f"unexpected repetition in a number IR: {e}")
-                out = self._star(e.item, conts)
-                extra = e.min
+    n = 1 + k * (s + 2)
+    edges: list[list[tuple[int, int]]] = [[] for _ in range(n)]
+    accept = [False] * n
+    for d in range(10):
+        edges[0].append((1 << (0x30 + d), at(-1, d % k)))
+    edges[0].append((_MINUS_MASK, at(-1, 0)))
+    for j in range(-1, s + 1):
+        for r in range(k):
+            q = at(j, r)
+            accept[q] = r * 10 ** (s - max(j, 0)) % k == 0
+            if j < s:
+                for d in range(10):
+                    edges[q].append((1 << (0x30 + d), at(j + 1 if j >= 0 else -1, (10 * r + d) % k)))
             else:
-                out = conts
-                for _ in range(e.max - e.min):
-                    out = _merge([conts, self._build(e.item, out)])
-                extra = e.min
-            for _ in range(extra):
-                out = self._build(e.item, out)
-            return out
-        raise AssertionError(f"unexpected node in a number IR: {e!r}")
+                edges[q].append((1 << 0x30, q))
+            if j == -1:
+                edges[q].append((_DOT_MASK, at(0, r)))
+    return machine(edges, accept)
 
-    def _bytes(self, e: Bytes, conts: dict, states=None) -> dict:
-        out = {}
-        values = e.byte_values()
-        for q in states if states is not None else self.states:
-            groups: dict = {}  # keyed by the continuation, so equal futures share a class
-            for b in values:
-                t = self.step(q, b)
-                if t is not None and t in conts:
-                    groups.setdefault(conts[t], []).append(b)
-            if groups:
-                out[q] = alt(*(seq(byte_class(bs), c) for c, bs in groups.items()))
-        return out
 
-    def _star(self, cls: Bytes, conts: dict) -> dict:
-        """cls* followed by the continuations, from every state."""
-        out: dict = {}
-        # fraction part: acyclic but for the '0' loop at j == s
-        zero_loop = cls.mask >> 0x30 & 1
-        for j in range(self.s, -1, -1):
-            layer = {}
-            for r in range(self.k):
-                q = (j, r)
-                if j == self.s:
-                    if q in conts:
-                        layer[q] = seq(repeat(ZERO, 0, None), conts[q]) if zero_loop else conts[q]
-                else:
-                    step = self._bytes(cls, out, [q]).get(q, NOTHING)
-                    e = alt(conts.get(q, NOTHING), step)
-                    if e is not NOTHING:
-                        layer[q] = e
-            out.update(layer)
-        out.update(self._int_star(cls, {q: c for q, c in conts.items() if q[0] == -1}))
-        return out
+def _multiples(texts: Expr, k: int, s: int) -> Expr:
+    """The texts of ``texts`` (plain decimals, a sign allowed) whose value is a multiple of
+    ``k / 10**s``: the product of their DFA with :func:`residue_machine`, minimised, kept as
+    one Machine leaf."""
+    if k * (s + 2) > MAX_MULTIPLE_STATES:
+        raise NotExpressible(
+            "multipleOf",
+            f"the divisibility automaton needs {k * (s + 2)} states (limit {MAX_MULTIPLE_STATES})",
+        )
+    try:
+        return intersection_machine(texts, residue_machine(k, s), _PRODUCT_LIMITS)
+    except LimitExceededError:
+        raise NotExpressible(
+            "multipleOf",
+            f"divisibility by {k} within these bounds needs more than {MAX_MULTIPLE_PRODUCT} states",
+        ) from None
 
-    def _int_star(self, cls: Bytes, conts: dict) -> dict:
-        if not conts:
-            return {}
-        k = self.k
-        states = [(-1, r) for r in range(k)]
-        if k == 1:
-            return {q: seq(repeat(cls, 0, None), c) for q, c in conts.items()}
-        if self.k2 == 1:
-            # w = u v with |v| = t: the residue after w is the residue of v from 0
-            layers = [conts]
-            for _ in range(self.t):
-                layers.append(self._bytes(cls, layers[-1], states))
-            out = _merge(layers[: self.t])
-            tail = layers[self.t].get((-1, 0))
-            if tail is not None:
-                star = seq(repeat(cls, 0, None), tail)
-                out = _merge([out, {q: star for q in states}])
-            return out
-        return self._eliminate(cls, conts, states)
 
-    def _eliminate(self, cls: Bytes, conts: dict, states: list) -> dict:
-        """Solve X_q = C_q | sum_b b X_step(q,b) over the residues by state elimination."""
-        coef: dict = {}
-        const: dict = {}
-        values = cls.byte_values()
-        for q in states:
-            row: dict = {}
-            for b in values:
-                t = self.step(q, b)
-                if t is not None:
-                    row.setdefault(t, []).append(b)
-            coef[q] = {t: byte_class(bs) for t, bs in row.items()}
-            const[q] = conts.get(q, NOTHING)
-        for p in states:
-            loop = coef[p].pop(p, None)
-            if loop is not None:
-                star = repeat(loop, 0, None)
-                coef[p] = {t: seq(star, e) for t, e in coef[p].items()}
-                const[p] = seq(star, const[p])
-            for q in states:
-                if q == p or p not in coef[q]:
-                    continue
-                a = coef[q].pop(p)
-                for t, e in coef[p].items():
-                    coef[q][t] = alt(coef[q].get(t, NOTHING), seq(a, e))
-                const[q] = alt(const[q], seq(a, const[p]))
-            if any(expanded_size(e) > MAX_MULTIPLE_SIZE for e in const.values()):
-                raise NotExpressible(
-                    "multipleOf", f"divisibility by {self.k} has no compact regular expression"
-                )
-        return {q: e for q, e in const.items() if e is not NOTHING}
+_PRODUCT_LIMITS = replace(DEFAULT_LIMITS, max_dfa_states=MAX_MULTIPLE_PRODUCT)
 
 
 def _texts(items: list[tuple[bytes, Expr]]) -> Expr:
@@ -805,16 +680,8 @@ def expanded_size(expr: Expr) -> int:
             stack.append((node, True))
             stack.extend((c, False) for c in kids if c not in sizes)
             continue
-        total = 1 + sum(sizes[c] for c in kids)
+        total = (node.weight() if isinstance(node, Machine) else 1) + sum(sizes[c] for c in kids)
         if isinstance(node, Repeat):
             total = 1 + sizes[node.item] * max(1, node.max if node.max is not None else node.min + 1)
         sizes[node] = total
     return sizes[expr]
-
-
-def _merge(maps) -> dict:
-    out: dict = {}
-    for m in maps:
-        for q, e in m.items():
-            out[q] = alt(out[q], e) if q in out else e
-    return out

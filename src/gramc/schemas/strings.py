@@ -221,7 +221,8 @@ class _Letters:
             if search:
                 return parse_regex_search(pattern, source_name=keyword, charset_to_ir=self.letter,
                                           limits=self.limits)
-            return parse_regex(pattern, source_name=keyword, charset_to_ir=self.letter, limits=self.limits)
+            return parse_regex(pattern, source_name=keyword, charset_to_ir=self.letter, limits=self.limits,
+                               whole_text=True)
         except LimitExceededError:
             raise  # the caller's limit, not an inexpressible pattern: never approximated
         except GrammarSyntaxError as e:

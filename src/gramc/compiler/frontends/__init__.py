@@ -38,7 +38,7 @@ def _regex(source: str, options: dict, source_name: str, limits: Limits) -> Gram
     from gramc.compiler.frontends.regex import parse_regex
 
     return Grammar.single(parse_regex(source, dialect=options["regex_dialect"], source_name=source_name,
-                                      limits=limits))
+                                      limits=limits, whole_text=True))
 
 
 def _gbnf(source: str, options: dict, source_name: str, limits: Limits) -> Grammar:

@@ -26,12 +26,14 @@ from gramc.compiler.ir import (
     Bytes,
     Expr,
     Grammar,
+    Machine,
     Ref,
     Repeat,
     Seq,
     Token,
     TokenName,
     alt,
+    machine,
     postorder,
     repeat,
     seq,
@@ -74,6 +76,8 @@ def restrict_bytes(expr: Expr, mask: int) -> Expr:
     def leaf(n: Expr) -> Expr:
         if isinstance(n, Bytes):
             return Bytes(n.mask & mask) if n.mask & mask else NOTHING
+        if isinstance(n, Machine):
+            return machine([[(m & mask, t) for m, t in row] for row in n.edges], n.accept, n.start)
         return n
     return rebuild(expr, leaf)
 
@@ -109,7 +113,8 @@ def _nullable_nodes(expr: Expr, null_rules: set[str]) -> dict[Expr, bool]:
         elif isinstance(n, Repeat):
             memo[n] = n.min == 0 or memo[n.item]
         else:
-            memo[n] = n is EMPTY or (isinstance(n, Ref) and n.name in null_rules)
+            memo[n] = n is EMPTY or (isinstance(n, Ref) and n.name in null_rules) \
+                or (isinstance(n, Machine) and n.accept[n.start])
     return memo
 
 

@@ -482,7 +482,7 @@ class TerminalLowerer:
         return self._choice([self._atom_items(a, fl, token, edges=True) for a in alts])
 
     def _parse(self, translated: str, fl: rx.Flags) -> Expr:
-        return parse_regex(rx.prefix(fl) + translated, limits=self.limits)
+        return parse_regex(rx.prefix(fl) + translated, limits=self.limits, word_chars=rx.python_class("w", fl.ascii))
 
     def _atom_items(self, atoms: list, fl: rx.Flags, token: LarkToken, edges: bool) -> list[Item]:
         items: list[Item] = []

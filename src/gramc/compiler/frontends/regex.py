@@ -11,7 +11,10 @@ Two dialects (see docs/regex.md for the full comparison):
   characters written in the pattern still stand for their UTF-8 bytes.
 
 The output is matched as a whole, so a leading ``^`` and a trailing ``$`` (on each top-level
-alternative) are no-ops; other anchors, lookaround and backreferences are refused with
+alternative) are no-ops. Word boundaries ``\\b`` / ``\\B`` are compiled exactly
+(:mod:`gramc.compiler.frontends.word_boundary`); where the pattern is part of a larger text
+(``whole_text=False``) one that looks past the pattern's edge is refused. Other anchors,
+lookaround and backreferences are refused with
 :class:`~gramc.errors.UnsupportedFeatureError`. Malformed patterns raise
 :class:`~gramc.errors.GrammarSyntaxError`, both with the offending position.
 
@@ -26,6 +29,7 @@ stack, so nesting depth is bounded by the ``max_nesting`` limit, never by the re
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import ClassVar
@@ -56,6 +60,9 @@ from gramc.compiler.unicode import (
     CodepointSet,
     ascii_case_closure,
 )
+from gramc.compiler.frontends import word_boundary
+from gramc.compiler.frontends.word_boundary import Marker
+from gramc.compiler.passes import rewrite
 from gramc.compiler.unicode_properties import PropertyNameError, PropertyUnavailableError, property_set
 from gramc.errors import (
     GrammarSyntaxError,
@@ -75,6 +82,8 @@ def parse_regex(
     source_name: str = "<regex>",
     limits: Limits = DEFAULT_LIMITS,
     charset_to_ir: Callable[[CodepointSet], Expr] | None = None,
+    whole_text: bool = False,
+    word_chars: CodepointSet | None = None,
 ) -> Expr:
     """Parse ``pattern`` into the IR of the strings it matches as a whole.
 
@@ -86,16 +95,23 @@ def parse_regex(
         charset_to_ir: (unicode dialect only) how one code point of a set is lowered; the
             default is its UTF-8 encoding (:meth:`CodepointSet.to_ir`). JSON Schema passes a
             function giving every JSON string encoding of the code point instead.
+        whole_text: the pattern matches the whole text, so ``\\b`` and ``\\B`` see the
+            text's start and end as non-word characters. Otherwise (a regex inside a larger
+            grammar) a boundary that depends on a character outside the pattern is refused.
+        word_chars: (unicode dialect) the word characters of ``\\b``; default ECMA-262's
+            ``[A-Za-z0-9_]`` (the bytes dialect always uses those).
 
     Raises:
         GrammarSyntaxError: the pattern is malformed.
-        UnsupportedFeatureError: the pattern uses lookaround, backreferences, inner anchors...
+        UnsupportedFeatureError: the pattern uses lookaround, backreferences, inner anchors,
+            a word boundary that cannot be decided...
         LimitExceededError: ``max_nesting`` or ``max_repeat`` was exceeded (the error's
             ``span`` is the group or repetition).
         ValueError: ``dialect`` is not one of :data:`REGEX_DIALECTS`, or ``charset_to_ir`` is
             given with the bytes dialect.
     """
-    return _parser(pattern, dialect, source_name, limits, charset_to_ir).parse()
+    parser = _parser(pattern, dialect, source_name, limits, charset_to_ir, word_chars)
+    return parser.resolved(parser.parse(), whole_text)
 
 
 def parse_regex_search(
@@ -121,12 +137,12 @@ def parse_regex_search(
     parser = _parser(pattern, "unicode", source_name, limits, charset_to_ir)
     parser.search = True
     expr = parser.parse()
-    anything = repeat(parser.dialect.lower(_Set(ALL_CODEPOINTS)), 0, None)
+    anything = repeat(parser.lower(_Set(ALL_CODEPOINTS)), 0, None)
     out = []
     for start_part, at_start in zip(_split_anchor(expr, _START, True), (True, False)):
         for part, at_end in zip(_split_anchor(start_part, _END, False), (True, False)):
             out.append(seq(EMPTY if at_start else anything, part, EMPTY if at_end else anything))
-    return alt(*out)
+    return parser.resolved(alt(*out), whole_text=True)
 
 
 # Anchor markers of the search mode: ^ and $ inside groups become these leaves, which
@@ -162,7 +178,7 @@ def _split_anchor(expr: Expr, marker: Token, leading: bool) -> tuple[Expr, Expr]
 
 
 
-def _parser(pattern, dialect, source_name, limits, charset_to_ir) -> _Parser:
+def _parser(pattern, dialect, source_name, limits, charset_to_ir, word_chars=None) -> _Parser:
     if dialect not in _DIALECTS:
         raise ValueError(f"unknown regex dialect {dialect!r} (expected one of {REGEX_DIALECTS})")
     chosen = _DIALECTS[dialect]
@@ -170,7 +186,58 @@ def _parser(pattern, dialect, source_name, limits, charset_to_ir) -> _Parser:
         if dialect != "unicode":
             raise ValueError("charset_to_ir applies to the unicode dialect only")
         chosen = _UnicodeDialect(charset_to_ir)
-    return _Parser(pattern, chosen, source_name, limits.max_nesting, limits.max_repeat)
+    parser = _Parser(pattern, chosen, source_name, limits.max_nesting, limits.max_repeat)
+    if _MAY_HAVE_BOUNDARY.search(pattern):
+        word = _Set(mask=_mask_of(ECMA_WORD)) if dialect == "bytes" else _Set(word_chars or ECMA_WORD)
+        parser.symbols = _Symbols(chosen, word)
+    return parser
+
+
+#: A pattern without this text has no word boundary and is lowered directly.
+_MAY_HAVE_BOUNDARY = re.compile(r"\\[bB]")
+
+
+class _Symbols:
+    """The symbolic lowering of a pattern with word boundaries (see
+    :mod:`gramc.compiler.frontends.word_boundary`): one byte per distinct word or non-word
+    part of a set, and one per boundary."""
+
+    def __init__(self, dialect: _Dialect, word: _Set):
+        self.dialect, self.word = dialect, word
+        self.byte_of: dict[_Set, int] = {}
+        self.lowered: dict[int, Expr] = {}
+        self.markers: dict[int, Marker] = {}
+        self.word_mask = self.other_mask = 0
+
+    def _byte(self) -> int:
+        byte = len(self.lowered) + len(self.markers)
+        if byte > 255:
+            raise UnsupportedFeatureError(
+                "word boundary in a pattern with more than 256 distinct character sets and boundaries")
+        return byte
+
+    def lower(self, s: _Set) -> Expr:
+        w = _Set(s.cps & self.word.cps, s.mask & self.word.mask)
+        n = _Set(s.cps & self.word.cps.complement(), s.mask & ~self.word.mask & ALL_BYTES)
+        out = []
+        for part, is_word in ((w, True), (n, False)):
+            if not (part.cps or part.mask):
+                continue
+            byte = self.byte_of.get(part)
+            if byte is None:
+                byte = self.byte_of[part] = self._byte()
+                self.lowered[byte] = self.dialect.lower(part)
+                if is_word:
+                    self.word_mask |= 1 << byte
+                else:
+                    self.other_mask |= 1 << byte
+            out.append(Bytes(1 << byte))
+        return alt(*out)
+
+    def marker(self, offset: int, negated: bool) -> Expr:
+        byte = self._byte()
+        self.markers[byte] = Marker(offset, negated)
+        return Bytes(1 << byte)
 
 
 # ---------------------------------------------------------------- characters and sets
@@ -309,8 +376,6 @@ _LOOKAROUND = {
     "?P>": "recursive group (?P>name)",
 }
 _ASSERTION_ESCAPES = {
-    "b": "word boundary \\b",
-    "B": "word boundary \\B",
     "k": "named backreference \\k<name>",
 }
 _UNSUPPORTED_ESCAPES = {
@@ -352,6 +417,7 @@ class _Parser:
         self.names: set[str] = set()
         self.stack: list[_Frame] = [_Frame(0)]
         self.search = False  # search mode: ^ and $ become _START / _END markers
+        self.symbols: _Symbols | None = None  # set when the pattern may have word boundaries
         self._char_exprs: dict[str, Expr] = {}  # a literal character's IR, lowered once per character
 
     # ------------------------------------------------------------ helpers
@@ -364,6 +430,30 @@ class _Parser:
 
     def _unsupported(self, feature: str, offset: int) -> UnsupportedFeatureError:
         return UnsupportedFeatureError(feature, self._span(offset))
+
+    def lower(self, s: _Set) -> Expr:
+        """The IR of one character of ``s`` (its symbols while word boundaries are pending)."""
+        return self.symbols.lower(s) if self.symbols is not None else self.dialect.lower(s)
+
+    def resolved(self, expr: Expr, whole_text: bool) -> Expr:
+        """``expr`` with its word boundaries enforced and real characters in place of the
+        symbols (``expr`` itself when the pattern has none)."""
+        sym = self.symbols
+        if sym is None:
+            return expr
+        if not sym.markers:
+            return rewrite(expr, lambda e: alt(*(sym.lowered[b] for b in e.byte_values()))
+                           if isinstance(e, Bytes) else None)
+
+        def refuse(marker: Marker) -> UnsupportedFeatureError:
+            name = "\\B" if marker.negated else "\\b"
+            return UnsupportedFeatureError(
+                f"word boundary {name}", self._span(marker.offset),
+                f"word boundary {name} at offset {marker.offset} depends on a character outside the "
+                "pattern (the text around it is not known here)")
+
+        return word_boundary.resolve(expr, sym.word_mask, sym.other_mask, sym.markers, sym.lowered,
+                                     whole_text, refuse)
 
     def _peek(self, k: int = 0) -> str:
         i = self.pos + k
@@ -607,14 +697,18 @@ class _Parser:
 
     def _dot(self) -> None:
         self.pos += 1
-        self._push(self.dialect.lower(self.dialect.dot()))
+        self._push(self.lower(self.dialect.dot()))
 
     def _class_atom(self) -> None:
-        self._push(self.dialect.lower(self._class()))
+        self._push(self.lower(self._class()))
 
     def _escape_atom(self) -> None:
         start = self.pos
         c = self._peek(1)
+        if c in "bB" and self.symbols is not None:
+            self.pos += 2
+            self.stack[-1].items.append(self.symbols.marker(start, c == "B"))
+            return
         if c in _ASSERTION_ESCAPES:
             raise self._unsupported(_ASSERTION_ESCAPES[c], start)
         if c in ("A", "Z", "z"):
@@ -626,7 +720,7 @@ class _Parser:
         self._push(self._set_expr(self._single(unit, start)))
 
     def _set_expr(self, s: _Set) -> Expr:
-        return self.dialect.lower(self.dialect.fold(s) if self.icase else s)
+        return self.lower(self.dialect.fold(s) if self.icase else s)
 
     def _single(self, unit: _Char | _Set, start: int) -> _Set:
         if isinstance(unit, _Set):
