@@ -29,7 +29,8 @@ from dataclasses import dataclass
 
 from gramc.compiler.ir import ALL_BYTES, EMPTY, Bytes, Expr, alt, machine
 from gramc.compiler.passes import rewrite
-from gramc.compiler.regular import intersection, is_empty
+from gramc.limits import DEFAULT_LIMITS
+from gramc.compiler.regular import combine, dfa_of, intersection, is_empty
 
 #: What the previous character was: a word character, a non-word one (or the start of the
 #: string), or unknown (the pattern's start where the text before it is not known).
@@ -64,7 +65,9 @@ def resolve(symbolic: Expr, word: int, other: int, markers: Mapping[int, Marker]
         for byte, marker in markers.items():
             if not is_empty(intersection(symbolic, _constraint(word, other, markers, undecided=byte))):
                 raise refuse(marker)
-    out = intersection(symbolic, _constraint(word, other, markers, undecided=None))
+    # As a regular expression, not a Machine (which intersection() would give, the constraint
+    # being one): the substitution below rewrites the expression's byte classes.
+    out = combine(dfa_of(symbolic), dfa_of(_constraint(word, other, markers, undecided=None)), True, DEFAULT_LIMITS)
 
     def substitute(e: Expr) -> Expr | None:
         if not isinstance(e, Bytes):
