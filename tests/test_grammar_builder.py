@@ -159,3 +159,17 @@ def test_the_api_docs_example_runs():
     code = re.search(r"```python\n(.*?)```", section, re.S)
     assert code is not None
     exec(compile(code.group(1), "docs/api.md", "exec"), {})
+
+
+def test_deeply_nested_parts_hit_the_nesting_limit_not_the_python_stack():
+    from gramc.limits import Limits
+
+    part: g.Part = g.literal("a")
+    for _ in range(3000):
+        part = g.seq(part, "b")
+    text = part.source()  # written without recursion
+    assert text.startswith('{"seq":[' * 3000 + '{"literal":"a"}') and text.count('{"literal":"b"}') == 3000
+    with pytest.raises(gramc.LimitExceededError, match="max_nesting"):
+        gramc.compile(part)
+    artifact = gramc.compile(part, vocab=VOCAB, limits=Limits(max_nesting=5000))
+    assert _accepts(artifact, "a" + "b" * 3000) and not _accepts(artifact, "a" + "b" * 2999)

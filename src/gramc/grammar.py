@@ -33,6 +33,7 @@ from gramc.errors import GrammarSyntaxError, SchemaError
 
 if TYPE_CHECKING:
     from gramc.compiler.ir import Expr, Grammar
+    from gramc.compiler.stackless import Call
     from gramc.limits import Limits
 
 __all__ = ["Part", "literal", "regex", "json_schema", "seq", "alt", "optional", "star", "plus", "repeat",
@@ -49,17 +50,14 @@ class Part:
     kind: str
     args: tuple
 
-    def to_json(self) -> Any:
-        """The part as a JSON value: what :meth:`source` writes."""
-        args = [a.to_json() if isinstance(a, Part) else a for a in self.args]
-        if self.kind == "json_schema":
-            args = [json.loads(self.args[0])]
-        return {self.kind: args[0] if len(args) == 1 else args}
-
     def source(self) -> str:
-        """The canonical text of the part (compact JSON): what ``gramc.compile`` records as
-        the source, hashes and keys its cache with."""
-        return json.dumps(self.to_json(), ensure_ascii=False, separators=(",", ":"))
+        """The canonical text of the part, compact JSON (``{"seq":[{"literal":"a"},...]}``):
+        what ``gramc.compile`` records as the source, hashes and keys its cache with."""
+        from gramc.compiler import stackless
+
+        out: list[str] = []
+        stackless.run(_write(self, out))
+        return "".join(out)
 
     def lower(self, options: Mapping[str, Any] | None = None, source_name: str = "<grammar>",
               limits: Limits | None = None) -> Grammar:
@@ -181,6 +179,26 @@ def schema_text(schema: Any) -> str:
         return json.dumps(schema, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
     except (TypeError, ValueError) as err:
         raise SchemaError(f"the schema is not JSON: {err}") from None
+    except RecursionError:
+        raise SchemaError("the schema nests too deeply to write as JSON") from None
+
+
+def _write(part: Part, out: list[str]) -> Call[None]:
+    """Append ``part``'s canonical text to ``out`` (on an explicit stack: parts nest as deep
+    as the caller builds them)."""
+    out.append("{" + json.dumps(part.kind) + ":")
+    if part.kind == "json_schema":
+        out.append(part.args[0])  # already the schema's canonical text
+    else:
+        out.append("[" if len(part.args) > 1 else "")
+        for i, arg in enumerate(part.args):
+            out.append("," if i else "")
+            if isinstance(arg, Part):
+                yield _write(arg, out)
+            else:
+                out.append(json.dumps(arg, ensure_ascii=False))
+        out.append("]" if len(part.args) > 1 else "")
+    out.append("}")
 
 
 def _check_name(where: str, name: Any) -> None:
@@ -218,7 +236,9 @@ class _Lowering:
     def grammar(self, top: Part) -> Grammar:
         from gramc.compiler.ir import Grammar
 
-        body = self.expr(top, 1)
+        from gramc.compiler import stackless
+
+        body = stackless.run(self.expr(top, 1))
         start = top.args[0] if top.kind == "rule" else "root"
         if top.kind != "rule":
             if start in self.rules:
@@ -234,13 +254,42 @@ class _Lowering:
     def error(self, reason: str) -> GrammarSyntaxError:
         return GrammarSyntaxError(f"{self.source_name}: {reason}")
 
-    def expr(self, part: Part, depth: int) -> Expr:
+    def expr(self, part: Part, depth: int) -> Call[Expr]:
+        """The IR of ``part`` at nesting ``depth`` (a :mod:`stackless` call)."""
         from gramc.compiler import ir
 
         self.limits.check("max_nesting", depth, "gramc.grammar parts")
         kind, args = part.kind, part.args
+        if kind in ("seq", "alt"):
+            items = []
+            for p in args:
+                items.append((yield self.expr(p, depth + 1)))
+            return ir.seq(*items) if kind == "seq" else ir.alt(*items)
+        if kind == "repeat":
+            self.limits.check("max_repeat", args[2] if args[2] is not None else args[1], "gramc.grammar repeat")
+            return ir.repeat((yield self.expr(args[0], depth + 1)), args[1], args[2])
+        if kind == "rule":
+            name = args[0]
+            if name in self.defined:
+                if self.defined[name] is not part and self.defined[name] != part:
+                    raise self.error(f"two different rules are named {name!r}")
+                return ir.Ref(name)
+            self.defined[name] = part
+            self.rules[name] = ir.EMPTY  # keeps the rules in the order they are met
+            self.rules[name] = yield self.expr(args[1], depth + 1)
+            return ir.Ref(name)
+        return self.leaf(part)
+
+    def leaf(self, part: Part) -> Expr:
+        """The IR of a part without sub-parts."""
+        from gramc.compiler import ir
+
+        kind, args = part.kind, part.args
         if kind == "literal":
             return ir.text(args[0])
+        if kind == "ref":
+            self.refs.add(args[0])
+            return ir.Ref(args[0])
         if kind == "regex":
             from gramc.compiler.frontends.regex import parse_regex
 
@@ -254,24 +303,4 @@ class _Lowering:
 
             return self.composer.embed(compile_schema_text(args[0], dict(self.options), self.source_name,
                                                            self.limits), "json")
-        if kind == "seq":
-            return ir.seq(*(self.expr(p, depth + 1) for p in args))
-        if kind == "alt":
-            return ir.alt(*(self.expr(p, depth + 1) for p in args))
-        if kind == "repeat":
-            self.limits.check("max_repeat", args[2] if args[2] is not None else args[1], "gramc.grammar repeat")
-            return ir.repeat(self.expr(args[0], depth + 1), args[1], args[2])
-        if kind == "ref":
-            self.refs.add(args[0])
-            return ir.Ref(args[0])
-        if kind == "rule":
-            name = args[0]
-            if name in self.defined:
-                if self.defined[name] != part:
-                    raise self.error(f"two different rules are named {name!r}")
-                return ir.Ref(name)
-            self.defined[name] = part
-            self.rules[name] = ir.EMPTY  # keeps the rules in the order they are met
-            self.rules[name] = self.expr(args[1], depth + 1)
-            return ir.Ref(name)
         raise TypeError(f"not a gramc.grammar part kind: {kind!r}")
