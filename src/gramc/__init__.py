@@ -8,6 +8,7 @@ the compiler (and lark, jsonschema) are imported on the first ``gramc.compile`` 
 
 __version__ = "0.1.0"
 
+from gramc import grammar
 from gramc.errors import (
     ArtifactFormatError,
     ArtifactVersionError,
@@ -24,8 +25,9 @@ from gramc.runtime import Artifact, Matcher, from_bytes, load
 from gramc.vocab import Vocab, load_vocab
 
 
-def compile(source, format="regex", vocab=None, **kwargs) -> Artifact:
-    """Compile ``source`` to an :class:`Artifact` (see :func:`gramc.api.compile`)."""
+def compile(source, format=None, vocab=None, **kwargs) -> Artifact:
+    """Compile ``source`` (text, a JSON Schema dict or pydantic model, or a
+    :mod:`gramc.grammar` part) to an :class:`Artifact` (see :func:`gramc.api.compile`)."""
     from gramc.api import compile as _compile
 
     return _compile(source, format, vocab, **kwargs)
@@ -39,7 +41,7 @@ def generate(grammar, logits_fn, **kwargs):
 
 
 __all__ = [
-    "compile", "generate", "load", "from_bytes", "Artifact", "Matcher", "Vocab", "load_vocab", "RuntimeLimits",
+    "compile", "generate", "grammar", "load", "from_bytes", "Artifact", "Matcher", "Vocab", "load_vocab", "RuntimeLimits",
     "GramcError", "GrammarSyntaxError", "UnsupportedFeatureError", "SchemaError",
     "LimitExceededError", "VocabularyError", "ArtifactFormatError", "ArtifactVersionError",
     "BackendUnavailableError",

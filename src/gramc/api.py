@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Any, Callable, Protocol
 
 from gramc import __version__
-from gramc.compiler.pipeline import CompileOptions, compile_source
+from gramc.compiler.pipeline import CompileOptions, compile_lowered, compile_source
+from gramc.grammar import Part, schema_text
 from gramc.limits import DEFAULT_LIMITS, DEFAULT_RUNTIME_LIMITS, Deadline, Limits, RuntimeLimits
 from gramc.runtime.artifact import ARTIFACT_VERSION, Artifact
 from gramc.runtime.counted import CountedArtifact
@@ -34,8 +35,8 @@ class _ArtifactKind(Protocol):
 
 
 def compile(
-    source: str,
-    format: str = "regex",
+    source: str | dict | Part | Any,
+    format: str | None = None,
     vocab: Vocab | str | None = None,
     *,
     lazy: bool = False,
@@ -50,8 +51,11 @@ def compile(
     """Compile ``source`` into an artifact bound to ``vocab`` (unbound when None).
 
     Args:
-        source: the regex (or, later, grammar / schema) text.
-        format: the source language (``"regex"``).
+        source: the source text; a JSON Schema as a ``dict`` or a pydantic model (anything
+            with ``model_json_schema()``), compiled from its canonical JSON text (compact,
+            key order kept); or a :mod:`gramc.grammar` part.
+        format: the language of a text source (default ``"regex"``). A dict or a model is
+            ``"json_schema"`` and a part ``"grammar"``: another format is a TypeError.
         vocab: a :class:`~gramc.vocab.Vocab`, a bundled name such as ``"gpt2"``, a tokenizer
             file path, or None for an unbound artifact (bind later with ``.bind(vocab)``).
         lazy: bind each automaton state on first use instead of all up front: compiles in
@@ -76,9 +80,7 @@ def compile(
     >>> m.allowed_tokens().tolist()
     [0, 1]
     """
-    if not isinstance(source, str):
-        raise TypeError(f"source is text (str), got {type(source).__name__}" +
-                        (": decode it first" if isinstance(source, (bytes, bytearray)) else ""))
+    source, format, part = _source(source, format)
     if not isinstance(limits, Limits):
         raise TypeError(f"limits is a gramc.limits.Limits, got {type(limits).__name__}")
     deadline = Deadline(limits.max_compile_seconds)
@@ -89,7 +91,12 @@ def compile(
         return load(cached, vocab_obj, runtime_limits=runtime_limits)
     report = progress or (lambda stage: None)
     special = vocab_obj.special_names if vocab_obj is not None else None
-    compiled = compile_source(source, format, options, limits, source_name, report, special, deadline)
+    if part is None:
+        compiled = compile_source(source, format, options, limits, source_name, report, special, deadline)
+    else:
+        report("parsing")
+        lowered = part.lower(options.to_meta(), source_name, limits)
+        compiled = compile_lowered(lowered, source, format, options, limits, report, special, deadline)
     kinds: dict[str, _ArtifactKind] = {"dfa": DFAArtifact, "counted": CountedArtifact, "pda": PDAArtifact}
     cls = kinds[compiled.kind]
     if vocab_obj is None or not bind:
@@ -103,6 +110,25 @@ def compile(
         cached.parent.mkdir(parents=True, exist_ok=True)
         artifact.save(cached)
     return artifact
+
+
+def _source(source: Any, format: str | None) -> tuple[str, str, Part | None]:
+    """The source text, its format, and the builder part it comes from (None for text)."""
+    if isinstance(source, str):
+        return source, format or "regex", None
+    if isinstance(source, Part):
+        if format not in (None, "grammar"):
+            raise TypeError(f"format={format!r} does not apply to a gramc.grammar part: leave format out")
+        return source.source(), "grammar", source
+    if isinstance(source, dict) or (callable(getattr(source, "model_json_schema", None))
+                                    and not isinstance(source, (bytes, bytearray))):
+        if format not in (None, "json_schema"):
+            raise TypeError(f"format={format!r} does not apply to a JSON Schema given as a "
+                            f"{'dict' if isinstance(source, dict) else 'pydantic model'}: leave format out")
+        return schema_text(source), "json_schema", None
+    raise TypeError(f"source is text (str), a JSON Schema (a dict or a pydantic model) or a gramc.grammar "
+                    f"part, got {type(source).__name__}" +
+                    (": decode it first" if isinstance(source, (bytes, bytearray)) else ""))
 
 
 def cache_key(source: str, format: str, options: CompileOptions, vocab: Vocab | None) -> str:

@@ -197,6 +197,22 @@ def compile_source(
     construction."""
     progress("parsing")
     lowered = lower(source, format, options, source_name, limits)
+    return compile_lowered(lowered, source, format, options, limits, progress, special_names, deadline)
+
+
+def compile_lowered(
+    lowered: Grammar,
+    source: str,
+    format: str,
+    options: CompileOptions = CompileOptions(),
+    limits: Limits = DEFAULT_LIMITS,
+    progress: Callable[[str], None] = lambda stage: None,
+    special_names: Mapping[str, int] | None = None,
+    deadline: Deadline | None = None,
+) -> Compiled:
+    """:func:`compile_source` from the IR grammar on: ``lowered`` is the grammar of
+    ``source`` in ``format`` (both recorded in the artifact's provenance); the entry point of
+    grammars composed in Python (:mod:`gramc.grammar`), which have no frontend."""
     grammar = resolve_token_names(lowered, special_names)
     with _depth_as_limit():
         kind, automaton = build_automaton(grammar, limits, deadline, progress)

@@ -40,7 +40,7 @@ from gramc.compiler.stackless import Call
 from gramc.errors import GrammarSyntaxError, SchemaError, UnsupportedFeatureError
 from gramc.limits import DEFAULT_LIMITS, Limits
 
-__all__ = ["parse_structural_tag", "FORMAT_TYPES"]
+__all__ = ["parse_structural_tag", "FORMAT_TYPES", "Composer"]
 
 _MISSING = object()
 
@@ -55,18 +55,49 @@ _UNSUPPORTED = {
 }
 
 
-class _Lowering:
-    """One document's lowering: the rules of embedded grammars, gathered as they are met."""
+class Composer:
+    """Grammars embedded into one expression: the rules of each embedded grammar, gathered
+    as they are met under names unique to the embedding (used by this frontend and by the
+    :mod:`gramc.grammar` builder)."""
 
-    def __init__(self, options: Mapping[str, Any], source_name: str, limits: Limits):
-        self.options = options
-        self.source_name = source_name
-        self.limits = limits
+    def __init__(self) -> None:
         self.rules: dict[str, Expr] = {}
         self.lexemes: set[Expr] = set()
         self.captures: dict[str, str] = {}  # an embedded Lark grammar's [capture] rules, renamed
         self.uncaptured: dict[str, str] = {}
         self.embedded = 0
+
+    def embed(self, grammar: Grammar, kind: str) -> Expr:
+        """``grammar``'s start as an expression: its body when it has one rule, else a call,
+        its rules added under names prefixed ``<kind><n>_`` (unique to this embedding)."""
+        self.lexemes |= grammar.lexemes
+        self.uncaptured.update(grammar.uncaptured)
+        if len(grammar.rules) == 1 and not grammar.captures:
+            return grammar.rules[grammar.start]
+        self.embedded += 1
+        prefix = f"{kind}{self.embedded}_"
+        self.captures.update((prefix + r, c) for r, c in grammar.captures.items())
+
+        def rename(node: Expr) -> Expr:
+            return Ref(prefix + node.name) if isinstance(node, Ref) else node
+
+        for name, body in grammar.rules.items():
+            self.rules[prefix + name] = rebuild(body, rename)
+        return Ref(prefix + grammar.start)
+
+    def grammar(self, body: Expr, start: str = "root") -> Grammar:
+        """The grammar whose start rule ``start`` is ``body``, with the embedded rules."""
+        return Grammar({start: body, **self.rules}, start, self.lexemes, self.captures, self.uncaptured)
+
+
+class _Lowering(Composer):
+    """One document's lowering: the rules of embedded grammars, gathered as they are met."""
+
+    def __init__(self, options: Mapping[str, Any], source_name: str, limits: Limits):
+        super().__init__()
+        self.options = options
+        self.source_name = source_name
+        self.limits = limits
         self.handlers: dict[str, Callable[[dict, str, tuple[bytes, ...] | None, int], Call[Expr]]] = {
             "const_string": self._const_string, "json_schema": self._json_schema, "regex": self._regex,
             "grammar": self._grammar, "sequence": self._sequence, "or": self._or, "tag": self._tag,
@@ -384,26 +415,6 @@ class _Lowering:
         some = one if stop_after_first else seq(one, repeat(seq(separator, one), 0, None))
         return some if at_least_one else optional(some)
 
-    # ------------------------------------------------------------ embedded grammars
-
-    def embed(self, grammar: Grammar, kind: str) -> Expr:
-        """``grammar``'s start as an expression: its body when it has one rule, else a call,
-        its rules added under names prefixed ``<kind><n>_`` (unique to this embedding)."""
-        self.lexemes |= grammar.lexemes
-        self.uncaptured.update(grammar.uncaptured)
-        if len(grammar.rules) == 1 and not grammar.captures:
-            return grammar.rules[grammar.start]
-        self.embedded += 1
-        prefix = f"{kind}{self.embedded}_"
-        self.captures.update((prefix + r, c) for r, c in grammar.captures.items())
-
-        def rename(node: Expr) -> Expr:
-            return Ref(prefix + node.name) if isinstance(node, Ref) else node
-
-        for name, body in grammar.rules.items():
-            self.rules[prefix + name] = rebuild(body, rename)
-        return Ref(prefix + grammar.start)
-
 
 def parse_structural_tag(text: str, options: Mapping[str, Any] | None = None,
                          source_name: str = "<structural_tag>", limits: Limits = DEFAULT_LIMITS) -> Grammar:
@@ -442,7 +453,7 @@ def parse_structural_tag(text: str, options: Mapping[str, Any] | None = None,
         body = stackless.run(lowering.lower(lowering.field(doc, "format", "", (dict,)), "format", None))
     else:
         body = stackless.run(_legacy(lowering, doc))
-    return Grammar({"root": body, **lowering.rules}, "root", lowering.lexemes, lowering.captures, lowering.uncaptured)
+    return lowering.grammar(body)
 
 
 def _legacy(lowering: _Lowering, doc: dict) -> Call[Expr]:
