@@ -206,4 +206,6 @@ def compile_source(
         "compiler_version": __version__,
         "ir": ir_text(grammar),
     }
+    if grammar.unique is not None:  # enforced by the matcher (gramc.runtime.unique)
+        meta["unique"] = grammar.unique
     return Compiled(grammar, kind, automaton, meta)
