@@ -185,7 +185,7 @@ class Text:
 
     def __init__(self, parent: "Text | None", data: bytes):
         self.parent, self.data = parent, data
-        self.end = (parent.end if parent else 0) + len(data)
+        self.end: int = (parent.end if parent else 0) + len(data)
 
     def slice(self, a: int, b: int) -> bytes:
         parts = []
@@ -456,8 +456,11 @@ class UniqueCheck:
         return out
 
     def alive(self, base_state: Any, tracker: Tracker, engine: "Engine") -> bool:
-        """Can every item being written in a unique array end as a new value? (Breadth-first
-        over the grammar's bytes; True past :data:`SEARCH_BUDGET`.)"""
+        """Can every item being written in a unique array still end as a new value?
+
+        Breadth-first over the grammar's bytes, until each such item is complete and new, or
+        its text is no longer a prefix of an earlier item's (see the module doc); True past
+        :data:`SEARCH_BUDGET` states."""
         goals = [(d, len(tracker.frames[d].raws)) for d, _ in tracker.open_items()]
         if not goals:
             return True
@@ -465,17 +468,17 @@ class UniqueCheck:
         budget = SEARCH_BUDGET
         while todo:
             state, tr = todo.popleft()
-            budget -= 1
-            if budget < 0:
-                return True
             for b in engine.live_bytes(state):
+                budget -= 1
+                if budget < 0:
+                    return True
                 nb = engine.step(state, bytes((b,)))
                 if nb is None:
                     continue
                 nt = tr.feed(bytes((b,)))
                 if nt is None:
                     continue
-                if all(nt.settled(*g) for g in goals):
+                if all(nt.settled(*g) for g in goals) or not _risky(nt):
                     return True
                 todo.append((nb, nt))
         return False
