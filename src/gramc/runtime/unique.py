@@ -37,9 +37,12 @@ import numpy as np
 
 from gramc.bitmask import pack_dense, unpack_row
 from gramc.errors import ArtifactFormatError
+from gramc.runtime.cache import LRUCache
 
-#: Breadth-first expansions a dead-end search may take before it keeps the token.
+#: Grammar states a dead-end search may make before it keeps the token.
 SEARCH_BUDGET = 4096
+#: Dead-end searches remembered per artifact.
+ALIVE_CACHE = 4096
 #: Bytes that can end an item (a string's quote, a container's bracket, what follows a
 #: number or a literal).
 SETTLE = b'"]},: \t\n\r'
@@ -342,6 +345,17 @@ class Tracker:
                 out.append((d, compact(self.text.slice(f.start, self.pos)) if f.start >= 0 and self.text else None))
         return out
 
+    def key(self) -> tuple:
+        """What the tracker's future depends on (for memoising searches)."""
+        pos = self.pos
+        frames = []
+        for f in self.frames:
+            unique = f.array and f.node >= 0 and self.plan.unique[f.node]
+            partial = compact(self.text.slice(f.start, pos)) if unique and f.start >= 0 and self.text else None
+            frames.append((f.node, f.array, f.count, f.seen, f.key, f.key_next, partial))
+        lexeme = self.text.slice(self.lex_start, pos) if self.lex != _NONE and self.text else None
+        return (self.lex, lexeme, self.top_done, tuple(frames))
+
     def settled(self, depth: int, n_raws: int) -> bool:
         """Has the array at ``depth`` (``n_raws`` items completed then) completed one since,
         or closed?"""
@@ -363,16 +377,18 @@ class UniqueCheck:
         self.special = special
         size = len(tokens)
         self.size = size
+        lengths = np.fromiter((len(d) for d in tokens), dtype=np.int64, count=size)
+        owner = np.repeat(np.arange(size), lengths)
         has = np.zeros((256, size), dtype=bool)
-        for t, data in enumerate(tokens):
-            if t not in special and data:
-                has[np.frombuffer(data, dtype=np.uint8), t] = True
+        has[np.frombuffer(b"".join(tokens), dtype=np.uint8), owner] = True
+        has[:, sorted(special)] = False
         settle = has[list(SETTLE)].any(axis=0)
         self._quote, self._settle, self._open = pack_dense(np.stack([has[0x22], settle, has[0x5B] & settle]))
         order = sorted((data, t) for t, data in enumerate(tokens) if t not in special and data)
         self._sorted = [d for d, _ in order]
         self._sorted_ids = [t for _, t in order]
         self.max_len = max((len(d) for d in self._sorted), default=0)
+        self._alive = LRUCache(ALIVE_CACHE)
 
     def initial(self) -> Tracker:
         return Tracker(self.plan)
@@ -388,7 +404,8 @@ class UniqueCheck:
             sel = self._quote
         else:
             sel = self._settle
-        cand = np.flatnonzero(unpack_row(words & sel, self.size)).tolist()
+        hits = words & sel
+        cand = np.flatnonzero(unpack_row(hits, self.size)).tolist() if hits.any() else []
         tokens = self.tokens
         drop = []
         for t in cand:  # tokens that may complete items: no duplicate, no dead end after
@@ -457,14 +474,25 @@ class UniqueCheck:
 
     def alive(self, base_state: Any, tracker: Tracker, engine: "Engine") -> bool:
         """Can every item being written in a unique array still end as a new value?
+        (Memoised by the grammar's state and the tracker's, where the grammar has a key.)"""
+        state_key = engine.key(base_state)
+        if state_key is None:
+            return self._search(base_state, tracker, engine)
+        key = (state_key, tracker.key())
+        hit = self._alive.get(key)
+        if hit is None:
+            hit = self._alive.put(key, self._search(base_state, tracker, engine))
+        return bool(hit)
 
-        Breadth-first over the grammar's bytes, until each such item is complete and new, or
-        its text is no longer a prefix of an earlier item's (see the module doc); True past
-        :data:`SEARCH_BUDGET` states."""
+    def _search(self, base_state: Any, tracker: Tracker, engine: "Engine") -> bool:
+        """Breadth-first over the grammar's bytes, until each item being written in a unique
+        array is complete and new, or its text is no longer a prefix of an earlier item's
+        (see the module doc); True past :data:`SEARCH_BUDGET` states."""
         goals = [(d, len(tracker.frames[d].raws)) for d, _ in tracker.open_items()]
         if not goals:
             return True
         todo = deque([(base_state, tracker)])
+        seen: set = set()  # (grammar state, tracker) keys met: whitespace variants meet again
         budget = SEARCH_BUDGET
         while todo:
             state, tr = todo.popleft()
@@ -480,6 +508,12 @@ class UniqueCheck:
                     continue
                 if all(nt.settled(*g) for g in goals) or not _risky(nt):
                     return True
+                k = engine.key(nb)
+                if k is not None:
+                    k = (k, nt.key())
+                    if k in seen:
+                        continue
+                    seen.add(k)
                 todo.append((nb, nt))
         return False
 
@@ -498,12 +532,13 @@ def _bit(row: np.ndarray, t: int) -> bool:
 
 
 class Engine:
-    """What the dead-end search needs of the grammar's own matcher: a byte step and the bytes
-    a state can read next."""
+    """What the dead-end search needs of the grammar's own matcher: a byte step, the bytes a
+    state can read next, and a hashable key of a state (None: not memoised)."""
 
-    def __init__(self, step: Any, live_bytes: Any):
+    def __init__(self, step: Any, live_bytes: Any, key: Any):
         self.step = step
         self.live_bytes = live_bytes
+        self.key = key
 
 
 __all__ = ["Plan", "Tracker", "UniqueCheck", "canonical", "compact", "SEARCH_BUDGET"]

@@ -38,7 +38,7 @@ class UniqueMixin(Matcher):
 
     def _engine(self) -> Engine:
         return Engine(lambda s, data: super(UniqueMixin, self)._step_bytes(s, data),
-                      lambda s: live_bytes(self._artifact, s))
+                      lambda s: live_bytes(self._artifact, s), lambda s: state_key(self._artifact, s))
 
     def _start(self) -> Any:
         return (super()._start(), self._check().initial())
@@ -111,4 +111,14 @@ def live_bytes(artifact: Any, state: Any) -> list[int]:
     return [b for b in range(256) if cdfa.step_bytes(state, bytes((b,))) != 0]
 
 
-__all__ = ["unique_matcher_class", "UniqueMixin", "live_bytes"]
+def state_key(artifact: Any, state: Any) -> Any:
+    """A hashable key of a grammar state: the state number, or for a PDA the parser's
+    configuration id with its generation (ids are reissued in a new generation)."""
+    if artifact.kind != "pda":
+        return state
+    parser = artifact.token_table.parser
+    key = parser.key(state)
+    return None if key is None else (parser.generation, key)
+
+
+__all__ = ["unique_matcher_class", "UniqueMixin", "live_bytes", "state_key"]
