@@ -389,6 +389,7 @@ class UniqueCheck:
         self._sorted_ids = [t for _, t in order]
         self.max_len = max((len(d) for d in self._sorted), default=0)
         self._alive = LRUCache(ALIVE_CACHE)
+        self._index: dict[bool, dict[bytes, list[int]]] = {}
 
     def initial(self) -> Tracker:
         return Tracker(self.plan)
@@ -437,7 +438,6 @@ class UniqueCheck:
             return []
         cands: set[int] = set()
         in_string = tracker.lex in (_STR, _ESC)
-        allowed: list[int] | None = None
         for depth, partial in items:
             raws = tracker.frames[depth].raws
             if in_string and partial is not None:  # a string's bytes are its own: look them up
@@ -445,13 +445,13 @@ class UniqueCheck:
                     if r.startswith(partial) and len(r) > len(partial):
                         cands.update(self._prefix_tokens(r[len(partial):]))
                 continue
-            if allowed is None:
-                allowed = [t for t in np.flatnonzero(unpack_row(row, self.size)).tolist() if t not in self.special]
-            for t in allowed:
-                data = self.tokens[t]
-                p = compact(partial + data) if partial is not None else compact(data.lstrip(b" \t\n\r,"))
-                if any(r.startswith(p) for r in raws):
-                    cands.add(t)
+            index = self._forms(partial is None)  # tokens by their compact form
+            base = partial or b""
+            for r in raws:
+                if r.startswith(base):
+                    rem = r[len(base):]
+                    for n in range(min(len(rem), self.max_len) + 1):
+                        cands.update(t for t in index.get(rem[:n], ()) if _bit(row, t))
         dead = []
         for t in sorted(cands - done):
             if not _bit(row, t):
@@ -460,6 +460,17 @@ class UniqueCheck:
             if nxt is not None and not self._token_alive(base_state, t, nxt, engine):
                 dead.append(t)
         return dead
+
+    def _forms(self, stripped: bool) -> dict[bytes, list[int]]:
+        """Token ids by their compact form read outside a string (``stripped``: without the
+        whitespace and commas they begin with: how a token that begins the next item reads);
+        made on first use."""
+        forms = self._index.get(stripped)
+        if forms is None:
+            forms = self._index[stripped] = {}
+            for data, t in zip(self._sorted, self._sorted_ids):
+                forms.setdefault(compact(data.lstrip(b" \t\n\r,") if stripped else data), []).append(t)
+        return forms
 
     def _prefix_tokens(self, rem: bytes) -> list[int]:
         """The tokens that are non-empty prefixes of ``rem``."""
