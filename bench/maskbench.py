@@ -149,6 +149,17 @@ def select(records: list[dict], ids: list[str] | None = None, limit: int | None 
     return list(records)
 
 
+def with_keyword(records: list[dict], keyword: str) -> list[dict]:
+    """The records whose schema has ``keyword: true`` somewhere (as a keyword or not: a
+    filter for a bench, not a schema walk)."""
+    def has(node) -> bool:
+        if isinstance(node, dict):
+            return node.get(keyword) is True or any(has(v) for v in node.values())
+        return isinstance(node, list) and any(has(v) for v in node)
+
+    return [r for r in records if has(r["schema"] if not isinstance(r["schema"], str) else json.loads(r["schema"]))]
+
+
 def serialisations(data) -> list[tuple[str, str]]:
     """The protocol's two texts of an instance (one when they are the same string)."""
     compact = json.dumps(data, separators=(",", ":"), ensure_ascii=False)
@@ -1193,6 +1204,8 @@ def main(argv=None) -> int:
     ap.add_argument("--limit", type=int, help="a random sample of N schemas (drawn with --seed)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--ids", help="a file of schema ids, one a line ('#' comments)")
+    ap.add_argument("--keyword", help="only the schemas that use this keyword with the value true "
+                    "(e.g. uniqueItems), after the other selection")
     ap.add_argument("--engines", default=",".join(ENGINES), help=f"comma-separated subset of {ALL_ENGINES}")
     ap.add_argument("--workers", type=int, default=1,
                     help="worker processes per engine; >1 = correctness only (timing not reported)")
@@ -1244,6 +1257,9 @@ def main(argv=None) -> int:
         chosen = select(records, limit=args.limit, seed=args.seed)
         selection = (f"random sample of {args.limit} of {len(records):,}, seed {args.seed}"
                      if args.limit and args.limit < len(records) else f"all of {Path(args.corpus).name}")
+    if args.keyword:
+        chosen = with_keyword(chosen, args.keyword)
+        selection += f", those with {args.keyword}: true"
     timed = args.workers == 1
     print(f"MaskBench: {len(chosen)} schemas ({selection}), engines {engines}, workers {args.workers}"
           + ("" if timed else " (correctness only)"), flush=True)

@@ -404,12 +404,17 @@ class Grammar:
     nodes of the rule bodies, so one must be built to stay a node: an alternation inside a
     sequence (a sequence is flattened into the sequence around it). A lexeme that a pass
     rewrites is no longer one; the language never depends on them.
+
+    ``unique`` is a JSON Schema's ``uniqueItems`` plan (:mod:`gramc.schemas.unique`): a
+    condition the matcher enforces beside the language, kept in the artifact. Passes never
+    change it; the compiler reads it from the frontend's grammar.
     """
 
-    __slots__ = ("rules", "start", "lexemes", "captures", "uncaptured")
+    __slots__ = ("rules", "start", "lexemes", "captures", "uncaptured", "unique")
 
     def __init__(self, rules: Mapping[str, Expr], start: str, lexemes: Iterable[Expr] = (),
-                 captures: Mapping[str, str] | None = None, uncaptured: Mapping[str, str] | None = None):
+                 captures: Mapping[str, str] | None = None, uncaptured: Mapping[str, str] | None = None,
+                 unique: dict[str, Any] | None = None):
         if start not in rules:
             raise ValueError(f"start rule {start!r} is not defined")
         self.rules: dict[str, Expr] = dict(rules)
@@ -420,6 +425,7 @@ class Grammar:
         self.captures: dict[str, str] = dict(captures or {})
         #: Captures the source names that gramc does not report, and why.
         self.uncaptured: dict[str, str] = dict(uncaptured or {})
+        self.unique = unique
 
     @classmethod
     def single(cls, expr: Expr, name: str = "root") -> "Grammar":

@@ -227,4 +227,6 @@ def compile_lowered(
     if lowered.captures or lowered.uncaptured:  # grammars without captures carry nothing more
         grammar.captures, grammar.uncaptured = lowered.captures, lowered.uncaptured
         meta["captures"] = capture_grammar(grammar)
+    if grammar.unique is not None:  # enforced by the matcher (gramc.runtime.unique)
+        meta["unique"] = grammar.unique
     return Compiled(grammar, kind, automaton, meta)

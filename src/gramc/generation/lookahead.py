@@ -200,7 +200,7 @@ class _Counter:
     def count(self, m: Any, n: int) -> int:
         if n == 0 or m._ended:
             return 1
-        if isinstance(m, DFAMatcher):
+        if isinstance(m, DFAMatcher) and not m._artifact.has_unique:  # (unique: the state is a pair)
             return self._dfa(m, int(m.state), n)
         allowed = m.allowed_tokens()
         if n == 1:

@@ -23,6 +23,10 @@ from gramc.vocab import Vocab, load_vocab
 
 #: Version of the artifact layout inside the container (the sections and their meaning).
 ARTIFACT_VERSION = 1
+#: The layout of an artifact of any kind that carries a ``uniqueItems`` plan
+#: (``source.unique``, enforced by the matcher: :mod:`gramc.runtime.unique`); a reader that
+#: does not know it refuses the file rather than serve masks that allow duplicates.
+UNIQUE_ARTIFACT_VERSION = 4
 
 
 @dataclass(frozen=True)
@@ -135,9 +139,14 @@ class Artifact(ABC):
         return self._table
 
     def matcher(self, max_rollback: int = 16):
-        """A fresh matcher (see :mod:`gramc.runtime.matcher`) at the start of the grammar."""
+        """A fresh matcher (see :mod:`gramc.runtime.matcher`) at the start of the grammar
+        (one that also enforces ``uniqueItems`` when the artifact has a plan)."""
         _ = self.token_table  # raises for an unbound artifact
         cls = self._matcher_class()
+        if self.has_unique:
+            from gramc.runtime.unique_matcher import unique_matcher_class
+
+            cls = unique_matcher_class(cls)
         if "captures" in self.meta:  # only these matchers keep the committed text
             from gramc.runtime.captures import capturing_class
 
@@ -153,9 +162,29 @@ class Artifact(ABC):
             grammar = self.__dict__["_captures_parser"] = CaptureGrammar(self.meta["captures"])
         return grammar
 
+    @property
+    def has_unique(self) -> bool:
+        """Does the matcher enforce a ``uniqueItems`` plan (``meta["unique"]``)?"""
+        return "unique" in self.meta
+
+    def token_vocab(self) -> Vocab:
+        """The bound vocabulary's token bytes (kinds that keep them)."""
+        return self.token_table.vocab
+
+    def unique_check(self) -> Any:
+        """The :class:`~gramc.runtime.unique.UniqueCheck` of this artifact's plan (made once)."""
+        check = self.__dict__.get("_unique_check")
+        if check is None:
+            from gramc.runtime.unique import Plan, UniqueCheck
+
+            vocab = self.token_vocab()
+            check = self.__dict__["_unique_check"] = UniqueCheck(
+                Plan(self.meta["unique"]), vocab.tokens, frozenset(vocab.special_ids))
+        return check
+
     def _header(self, automaton: dict) -> dict:
         return {
-            "artifact_version": ARTIFACT_VERSION,
+            "artifact_version": UNIQUE_ARTIFACT_VERSION if self.has_unique else ARTIFACT_VERSION,
             "kind": self.kind,
             "source": self.meta,
             self.kind: automaton,
@@ -194,4 +223,4 @@ def check_vocab(info: VocabInfo, vocab: Vocab) -> None:
         )
 
 
-__all__ = ["Artifact", "VocabInfo", "check_vocab", "ARTIFACT_VERSION"]
+__all__ = ["Artifact", "VocabInfo", "check_vocab", "ARTIFACT_VERSION", "UNIQUE_ARTIFACT_VERSION"]

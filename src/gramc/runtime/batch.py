@@ -139,7 +139,7 @@ class BatchMatcher:
             return index
         _ = artifact.token_table  # VocabularyError for an unbound artifact
         self._check_vocab(artifact)
-        arrays = DFAArrays.of(artifact) if artifact.kind == "dfa" else None
+        arrays = DFAArrays.of(artifact) if artifact.kind == "dfa" and not artifact.has_unique else None
         entry = _Entry(artifact, arrays)
         if self._engine is not None and arrays is not None:
             entry.device_index = self._engine.add_table(arrays)

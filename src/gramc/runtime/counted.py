@@ -330,7 +330,8 @@ class CountedArtifact(Artifact):
         return CountedDFAMatcher
 
     def _header(self, automaton: dict) -> dict:
-        return {**super()._header(automaton), "artifact_version": COUNTED_ARTIFACT_VERSION}
+        header = super()._header(automaton)
+        return header if self.has_unique else {**header, "artifact_version": COUNTED_ARTIFACT_VERSION}
 
     def to_arrays(self) -> tuple[dict, dict[str, np.ndarray]]:
         """The container metadata and arrays (a lazy table binds its outer states first)."""

@@ -16,9 +16,11 @@ from gramc.automata.bind import bind_states
 from gramc.automata.tables import DFATable
 from gramc.automata.trie import trie_for
 from gramc.bitmask import n_words
+from gramc.errors import VocabularyError
 from gramc.limits import DEFAULT_LIMITS, DEFAULT_RUNTIME_LIMITS, Deadline, Limits, RuntimeLimits
 from gramc.runtime.artifact import Artifact, VocabInfo
 from gramc.runtime.token_table import TokenTable
+from gramc.runtime.vocab_bytes import vocab_arrays
 from gramc.vocab import Vocab
 
 
@@ -36,6 +38,7 @@ class DFAArtifact(Artifact):
     meta: dict[str, Any]
     vocab: VocabInfo | None = None
     _table: TokenTable | None = field(default=None, repr=False)
+    _tokens: Vocab | None = field(default=None, repr=False)  # kept where a uniqueItems plan needs them
 
     kind = "dfa"
 
@@ -59,7 +62,7 @@ class DFAArtifact(Artifact):
                                 f"the packed token masks of {dfa.n_states:,} DFA states")
             rows = bind_states(dfa, trie, np.arange(dfa.n_states), limits=limits, deadline=deadline)
             table = TokenTable.eager(dfa, rows, vocab.size, info.eos_ids, runtime_limits)
-        return cls(dfa, meta, info, table)
+        return cls(dfa, meta, info, table, vocab if "unique" in meta else None)
 
     def _unbound_copy_args(self) -> tuple[Any, dict]:
         return (self.dfa, self.meta)
@@ -77,7 +80,16 @@ class DFAArtifact(Artifact):
         arrays = {f"dfa.{k}": v for k, v in self.dfa.arrays().items()}
         if self._table is not None:
             arrays.update(self._table.all_rows().stored())
+            if self._tokens is not None:
+                arrays.update(vocab_arrays(self._tokens))
         return meta, arrays
+
+    def token_vocab(self) -> Vocab:
+        """The token bytes a ``uniqueItems`` plan reads (stored with such an artifact only)."""
+        if self._tokens is None:
+            _ = self.token_table  # raises for an unbound artifact
+            raise VocabularyError("this DFA artifact keeps no token bytes (it has no uniqueItems plan)")
+        return self._tokens
 
     def describe(self) -> dict[str, Any]:
         """A summary for ``gramc inspect``."""

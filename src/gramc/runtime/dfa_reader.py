@@ -16,6 +16,8 @@ from gramc.formats.limits import ReadLimits
 from gramc.runtime.artifact import VocabInfo
 from gramc.runtime.dfa_artifact import DFAArtifact
 from gramc.runtime.token_table import TokenTable, distinct_token_rows
+from gramc.runtime.vocab_bytes import VOCAB_BYTES_ARRAYS, read_token_bytes
+from gramc.vocab import Vocab
 from gramc.runtime.validate import (NARROW_FRONTIER, check_arrays, get_field, grouped, in_range, members, no_extra,
                                     require)
 
@@ -38,14 +40,17 @@ def read_payload(meta: dict, arrays: dict, source: dict, info: VocabInfo | None,
     """The DFA artifact of a container whose header :mod:`gramc.runtime.reader` has checked
     (``vocab`` is not needed: a DFA artifact's rows are all it uses)."""
     dfa = read_dfa(meta, arrays)
-    no_extra(arrays, DFA_ARRAYS, TOKEN_ARRAYS if info else {})
+    keeps_tokens = info is not None and "unique" in source  # a uniqueItems plan reads token bytes
+    no_extra(arrays, DFA_ARRAYS, TOKEN_ARRAYS if info else {}, VOCAB_BYTES_ARRAYS if keeps_tokens else {})
     if info is None:
         return DFAArtifact(dfa, source)
     in_range("dfa.token_ids", dfa.token_ids, 0, info.size)
     rows = read_rows(arrays, dfa.n_states, info.size)
     distinct = distinct_token_rows(dfa, rows)
     check_derived_rows(len(distinct[1]), info.size, limits, "distinct token rows")
-    return DFAArtifact(dfa, source, info, TokenTable.eager(dfa, rows, info.size, info.eos_ids, distinct=distinct))
+    table = TokenTable.eager(dfa, rows, info.size, info.eos_ids, distinct=distinct)
+    tokens = read_token_bytes(arrays, info, vocab if isinstance(vocab, Vocab) else None) if keeps_tokens else None
+    return DFAArtifact(dfa, source, info, table, tokens)
 
 
 def check_derived_rows(n_rows: int, vocab_size: int, limits: ReadLimits, what: str = "states") -> None:

@@ -66,7 +66,8 @@ class PDAArtifact(Artifact):
         return cls(pda, meta, VocabInfo.of(vocab), table, depth)
 
     def _header(self, automaton: dict) -> dict:
-        return {**super()._header(automaton), "artifact_version": PDA_ARTIFACT_VERSION}
+        header = super()._header(automaton)
+        return header if self.has_unique else {**header, "artifact_version": PDA_ARTIFACT_VERSION}
 
     def _unbound_copy_args(self) -> tuple[Any, dict]:
         return (self.pda, self.meta)

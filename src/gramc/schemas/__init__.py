@@ -32,10 +32,15 @@ __all__ = ["schema_to_grammar", "parse_schema_text", "compile_schema_text", "Sch
 
 
 def schema_to_grammar(schema: dict | bool, options: SchemaOptions = SchemaOptions(),
-                      source_name: str = "<schema>",
-                      limits: Limits = DEFAULT_LIMITS) -> tuple[Grammar, list[Approximation]]:
+                      source_name: str = "<schema>", limits: Limits = DEFAULT_LIMITS, *,
+                      runtime_unique: bool = True) -> tuple[Grammar, list[Approximation]]:
     """The grammar of the JSON texts of the instances of ``schema``, and the list of
     over-approximations made (each also issued as a :class:`GramcWarning`).
+
+    ``runtime_unique``: ``uniqueItems`` is left to the matcher, as the grammar's ``unique``
+    plan (:mod:`gramc.schemas.unique`), wherever the plan can say which arrays it binds;
+    False (a schema embedded where no matcher follows its JSON structure) over-approximates
+    every ``uniqueItems``, reported.
 
     ``limits``: ``max_nesting`` bounds how deeply the schema document nests, ``max_repeat``
     the counts that become counted repetitions (``minItems``/``maxItems``,
@@ -53,8 +58,12 @@ def schema_to_grammar(schema: dict | bool, options: SchemaOptions = SchemaOption
     if not isinstance(schema, (dict, bool)):
         raise SchemaError(f"a schema must be a JSON object or a boolean, not {type(schema).__name__}", "#")
     check_nesting(schema, limits)
-    compiler = SchemaCompiler(Document(schema), options, limits)
+    compiler = SchemaCompiler(Document(schema), options, limits, runtime_unique=runtime_unique)
     grammar = compiler.compile()
+    if runtime_unique:
+        from gramc.schemas.unique import UniquePlanner
+
+        grammar.unique = UniquePlanner(compiler).plan()
     for message in compiler.doc.notes + compiler.notes:
         warnings.warn(GramcWarning(f"{source_name}: {message}"), stacklevel=2)
     for item in compiler.approximations + compiler.restrictions:

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Union
 
 from gramc.compiler.ir import NOTHING, Expr, alt, optional, repeat, seq
 from gramc.schemas.atoms import TRUE, Atom, Keywords, Neg, Node, Synth
+from gramc.schemas.jsontext import canonical_text
 from gramc.schemas.numbers import expanded_size
 
 if TYPE_CHECKING:
@@ -180,7 +181,14 @@ class Arrays:
         if hi is not None and lo > hi:
             return NOTHING
         if view.unique and (hi is None or hi > 1):
-            c.approx("uniqueItems", view.unique, "uniqueness of array items is not enforced")
+            if not c.runtime_unique:
+                c.approx("uniqueItems", view.unique, "uniqueness of array items is not enforced")
+            elif not n_pos:  # the items are uniform: no more of them than distinct values
+                k = self._distinct_values(view.position_atoms(0))
+                if k is not None:
+                    if lo > k:
+                        return NOTHING
+                    hi = k if hi is None else min(hi, k)
         contains = view.contains
         if len(contains) > 1:
             for extra in contains[1:]:
@@ -194,6 +202,25 @@ class Arrays:
                      "bounds would make the grammar too large; it is not enforced")
         nullable, body = self._plain_body(elems, lo, hi)
         return c.ws.wrap(b"[", b"]", nullable, body)
+
+    def _distinct_values(self, atoms: frozenset[Atom]) -> int | None:
+        """How many distinct values satisfy ``atoms`` when they are listed (``enum``,
+        ``const``) or only booleans and null; None otherwise."""
+        c = self.compiler
+        flat = c.flatten(atoms)
+        if flat.false:
+            return 0
+        listing = next((p for p in c.positive(flat.parts) if "const" in c.part(p) or "enum" in c.part(p)), None)
+        if listing is None:
+            types = c.types(flat.parts)
+            if not types <= {"boolean", "null"} or any(isinstance(p, Neg) for p in flat.parts) or \
+                    c.combinators.disjunction(flat.parts, "boolean") is not None:
+                return None
+            return 2 * ("boolean" in types) + ("null" in types)
+        checks = [c.checker().predicate(p) for p in flat.parts]
+        values = {canonical_text(v) for vs in c._listed_of_kind(listing, c.part(listing)).values() for v in vs
+                  if all(check(v) for check in checks)}
+        return len(values)
 
     def _label(self, i: int, elem: Expr) -> Expr:
         return elem if i == 0 else seq(self.compiler.ws.comma, elem)

@@ -74,6 +74,14 @@ class Combinators:
         """The union, over the branches of the keyword ``split`` names, of the rest of the
         conjunction with that branch."""
         c = self.compiler
+        branches = self.branches(parts, split, kind, depth)
+        c.count_branches(len(branches), split[0].where)
+        return alt(*(c.lang(b, kind, depth) for b in branches))
+
+    def branches(self, parts: tuple[Atom, ...], split: tuple[Atom, str], kind: str, depth: int) -> list[frozenset[Atom]]:
+        """The conjunctions whose union :meth:`distribute` takes: the rest of ``parts``
+        with each branch of the keyword ``split`` names."""
+        c = self.compiler
         part, key = split
         rest = frozenset(parts) - {part}
         if isinstance(part, Neg):
@@ -87,8 +95,7 @@ class Combinators:
                 branches = [base]
             else:
                 branches = [base | set(b) for b in self._branches[key](kw, base, kind, depth)]
-        c.count_branches(len(branches), part.where)
-        return alt(*(c.lang(b, kind, depth) for b in branches))
+        return branches
 
     # ------------------------------------------------------------ branches per keyword
 

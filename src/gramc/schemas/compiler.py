@@ -80,8 +80,9 @@ class SchemaCompiler:
     """Compiles one schema document; see the module docstring."""
 
     def __init__(self, doc: Document, options: SchemaOptions = SchemaOptions(),
-                 limits: Limits = DEFAULT_LIMITS):
+                 limits: Limits = DEFAULT_LIMITS, runtime_unique: bool = False):
         self.doc = doc
+        self.runtime_unique = runtime_unique  # uniqueItems left to the matcher (schemas.unique)
         self.options = options
         self.limits = limits
         self.ws = Whitespace(options.whitespace, options.max_whitespace)

@@ -1,0 +1,555 @@
+"""``uniqueItems`` as a runtime side condition: no array item equal to an earlier one.
+
+Uniqueness is not context-free, so the grammar of a schema with ``uniqueItems`` accepts
+duplicates and the matcher forbids them. The compiler records a *plan*
+(:mod:`gramc.schemas.unique`): a graph of value nodes saying, along the document's JSON
+structure, which arrays must have unique items (``u``) and where the nodes of nested values
+are (``p``: by position, ``r``: the positions after those, ``k``: by member name, ``a``:
+other names; -1 where nothing below must be unique). The JSON output itself says where each
+value begins and ends, so a small incremental JSON scanner (:class:`Tracker`) follows the
+output and keeps, per open unique array, the canonical values of its completed items
+(JSON Schema equality: ``1`` equals ``1.0``, member order does not matter).
+
+A mask is the grammar's mask less:
+
+- the tokens that complete (or settle: the byte after a number or a literal) an item equal
+  to an earlier item of its array; only tokens holding a byte that can end an item are
+  checked, so masks away from item ends cost one row operation;
+- the tokens after which the item being written can only end as a duplicate (a dead end): a
+  token is checked when the item's text so far, insignificant whitespace left out, is a
+  prefix of an earlier item's, by a breadth-first search of the item's completions through
+  the grammar, bounded by :data:`SEARCH_BUDGET` expansions (past it the token is kept).
+
+The matcher's state is a pair (the grammar's state, the tracker's), both immutable, so
+rollback and fork work as for any matcher.
+"""
+
+from __future__ import annotations
+
+import json
+from bisect import bisect_left
+from collections import deque
+import decimal
+from decimal import Decimal, InvalidOperation
+from typing import Any, Sequence
+
+import numpy as np
+
+from gramc.bitmask import pack_dense, unpack_row
+from gramc.errors import ArtifactFormatError
+from gramc.runtime.cache import LRUCache
+
+#: Grammar states a dead-end search may make before it keeps the token.
+SEARCH_BUDGET = 4096
+#: Dead-end searches remembered per artifact.
+ALIVE_CACHE = 4096
+#: Bytes that can end an item (a string's quote, a container's bracket, what follows a
+#: number or a literal).
+SETTLE = b'"]},: \t\n\r'
+WS = frozenset(b" \t\n\r")
+NUMBER = frozenset(b"0123456789+-.eE")
+
+#: Lexical states of the tracker.
+_NONE, _STR, _ESC, _NUM, _LIT = range(5)
+
+
+# ---------------------------------------------------------------- the plan
+
+
+class Plan:
+    """The compiled plan, checked (see the module doc for its fields).
+
+    Stored as ``{"root": int, "nodes": [{"u": bool, "p": [int], "r": int, "k": {str: int},
+    "a": int}]}``; every node index is checked to be in range (or -1)."""
+
+    __slots__ = ("root", "unique", "prefix", "rest", "keys", "other", "raw")
+
+    def __init__(self, raw: Any):
+        if not isinstance(raw, dict) or not isinstance(raw.get("nodes"), list):
+            raise ArtifactFormatError("the uniqueItems plan must be a map with a 'nodes' list")
+        nodes = raw["nodes"]
+        n = len(nodes)
+
+        def index(v: Any, where: str) -> int:
+            if not isinstance(v, int) or isinstance(v, bool) or not -1 <= v < n:
+                raise ArtifactFormatError(f"uniqueItems plan: {where} must be a node index in [-1, {n}), got {v!r}")
+            return v
+
+        self.root = index(raw.get("root"), "root")
+        self.unique: list[bool] = []
+        self.prefix: list[tuple[int, ...]] = []
+        self.rest: list[int] = []
+        self.keys: list[dict[str, int]] = []
+        self.other: list[int] = []
+        for i, node in enumerate(nodes):
+            if not isinstance(node, dict) or set(node) != {"u", "p", "r", "k", "a"}:
+                raise ArtifactFormatError(f"uniqueItems plan: node {i} must have exactly the fields u, p, r, k, a")
+            if not isinstance(node["u"], bool) or not isinstance(node["p"], list) or not isinstance(node["k"], dict):
+                raise ArtifactFormatError(f"uniqueItems plan: node {i} has a field of the wrong type")
+            self.unique.append(node["u"])
+            self.prefix.append(tuple(index(v, f"node {i} p") for v in node["p"]))
+            self.rest.append(index(node["r"], f"node {i} r"))
+            if not all(isinstance(k, str) for k in node["k"]):
+                raise ArtifactFormatError(f"uniqueItems plan: node {i} has a member name that is not a string")
+            self.keys.append({k: index(v, f"node {i} k") for k, v in node["k"].items()})
+            self.other.append(index(node["a"], f"node {i} a"))
+        self.raw = raw
+
+    def item(self, node: int, i: int) -> int:
+        if node < 0:
+            return -1
+        p = self.prefix[node]
+        return p[i] if i < len(p) else self.rest[node]
+
+    def member(self, node: int, key: str) -> int:
+        if node < 0:
+            return -1
+        return self.keys[node].get(key, self.other[node])
+
+
+# ---------------------------------------------------------------- canonical values
+
+
+def canonical(text: bytes) -> Any:
+    """The JSON value of ``text`` in a form whose equality is JSON Schema's (numbers by value,
+    ``true`` not ``1``, objects as sets of members)."""
+    return _canon(json.loads(text, parse_float=Decimal, parse_int=Decimal))
+
+
+def _canon(v: Any) -> Any:
+    if isinstance(v, bool) or v is None:
+        return ("b", v)
+    if isinstance(v, Decimal):
+        return ("n", _number(v))
+    if isinstance(v, str):
+        return ("s", v)
+    if isinstance(v, list):
+        return ("a", tuple(_canon(x) for x in v))
+    return ("o", frozenset((k, _canon(x)) for k, x in v.items()))
+
+
+def _number(d: Decimal) -> Any:
+    try:
+        if d.is_zero():
+            return "0"
+        return str(d.normalize(_WIDE))
+    except InvalidOperation:  # pragma: no cover - a finite JSON number always normalises
+        return str(d)
+
+
+_WIDE = decimal.Context(prec=decimal.MAX_PREC, Emax=decimal.MAX_EMAX, Emin=decimal.MIN_EMIN)
+
+
+def compact(text: bytes) -> bytes:
+    """``text`` without the whitespace outside strings (a partial text included)."""
+    if not any(b in WS for b in text):
+        return text
+    out = bytearray()
+    in_str = esc = False
+    for b in text:
+        if in_str:
+            out.append(b)
+            if esc:
+                esc = False
+            elif b == 0x5C:
+                esc = True
+            elif b == 0x22:
+                in_str = False
+        elif b not in WS:
+            out.append(b)
+            in_str = b == 0x22
+    return bytes(out)
+
+
+# ---------------------------------------------------------------- the tracker
+
+
+class Frame:
+    """An open array or object (immutable)."""
+
+    __slots__ = ("node", "array", "count", "seen", "raws", "start", "key", "key_next")
+
+    def __init__(self, node: int, array: bool, count: int = 0, seen: frozenset = frozenset(),
+                 raws: tuple = (), start: int = -1, key: str | None = None, key_next: bool = True):
+        self.node, self.array, self.count, self.seen, self.raws = node, array, count, seen, raws
+        self.start, self.key, self.key_next = start, key, key_next
+
+    def but(self, **changes: Any) -> "Frame":
+        f = Frame(self.node, self.array, self.count, self.seen, self.raws, self.start, self.key, self.key_next)
+        for k, v in changes.items():
+            setattr(f, k, v)
+        return f
+
+
+class Text:
+    """The output so far as a persistent chain of chunks (shared by forks and histories)."""
+
+    __slots__ = ("parent", "data", "end")
+
+    def __init__(self, parent: "Text | None", data: bytes):
+        self.parent, self.data = parent, data
+        self.end: int = (parent.end if parent else 0) + len(data)
+
+    def slice(self, a: int, b: int) -> bytes:
+        parts = []
+        t: Text | None = self
+        while t is not None and t.end > a:
+            lo = t.end - len(t.data)
+            if lo < b:
+                parts.append(t.data[max(a - lo, 0): b - lo])
+            t = t.parent
+        return b"".join(reversed(parts))
+
+
+class Tracker:
+    """Where the output is in the JSON structure, and the items of its open unique arrays.
+
+    ``feed`` returns the state after more bytes, or None when they complete an item equal to
+    an earlier one of a unique array. The grammar, not the tracker, decides what is valid
+    JSON: the tracker only follows it."""
+
+    __slots__ = ("plan", "frames", "lex", "lex_start", "text", "n_unique", "top_done")
+
+    def __init__(self, plan: Plan, frames: tuple[Frame, ...] = (), lex: int = _NONE, lex_start: int = -1,
+                 text: Text | None = None, n_unique: int = 0, top_done: bool = False):
+        self.plan, self.frames, self.lex, self.lex_start = plan, frames, lex, lex_start
+        self.text, self.n_unique, self.top_done = text, n_unique, top_done
+
+    @property
+    def pos(self) -> int:
+        return self.text.end if self.text else 0
+
+    def feed(self, data: bytes) -> "Tracker | None":
+        if not data:
+            return self
+        if self.n_unique == 0 and not self.frames and self.top_done:
+            return self
+        plan = self.plan
+        frames = list(self.frames)
+        lex, lex_start, n_unique = self.lex, self.lex_start, self.n_unique
+        text = Text(self.text, data)
+        base = text.end - len(data)
+
+        def child_node() -> int:
+            if not frames:
+                return plan.root
+            f = frames[-1]
+            if f.array:
+                return plan.item(f.node, f.count - 1)
+            return plan.member(f.node, f.key or "")
+
+        def begin(pos: int) -> None:
+            """A value begins at ``pos`` (in an array: a new item)."""
+            if frames and frames[-1].array:
+                f = frames[-1]
+                frames[-1] = f.but(count=f.count + 1, start=pos)
+
+        def end(pos: int) -> bool:
+            """The value that began last in the top frame ended at ``pos``: False on a
+            duplicate."""
+            if not frames:
+                return True
+            f = frames[-1]
+            if not f.array or f.node < 0 or not plan.unique[f.node]:
+                if f.array:
+                    frames[-1] = f.but(start=-1)
+                return True
+            raw = text.slice(f.start, pos)
+            value = canonical(raw)
+            if value in f.seen:
+                return False
+            frames[-1] = f.but(seen=f.seen | {value}, raws=f.raws + (compact(raw),), start=-1)
+            return True
+
+        i = 0
+        n = len(data)
+        while i < n:
+            b = data[i]
+            pos = base + i
+            if lex == _STR:
+                if b == 0x5C:
+                    lex = _ESC
+                elif b == 0x22:
+                    lex = _NONE
+                    f = frames[-1] if frames else None
+                    if f is not None and not f.array and f.key_next:
+                        key = json.loads(text.slice(lex_start, pos + 1))
+                        frames[-1] = f.but(key=key, key_next=False)
+                    elif not end(pos + 1):
+                        return None
+                i += 1
+                continue
+            if lex == _ESC:
+                lex = _STR
+                i += 1
+                continue
+            if lex == _NUM:
+                if b in NUMBER:
+                    i += 1
+                    continue
+                lex = _NONE
+                if not end(pos):
+                    return None
+            elif lex == _LIT:
+                if 0x61 <= b <= 0x7A:
+                    i += 1
+                    continue
+                lex = _NONE
+                if not end(pos):
+                    return None
+            # structural position
+            if b in WS or b == 0x3A:
+                pass
+            elif b == 0x2C:
+                if frames and not frames[-1].array:
+                    frames[-1] = frames[-1].but(key_next=True, key=None)
+            elif b == 0x22:
+                lex, lex_start = _STR, pos
+                if not (frames and not frames[-1].array and frames[-1].key_next):
+                    begin(pos)
+            elif b == 0x7B or b == 0x5B:
+                begin(pos)
+                node = child_node() if frames or not self.top_done else -1
+                array = b == 0x5B
+                if array and node >= 0 and plan.unique[node]:
+                    n_unique += 1
+                frames.append(Frame(node, array))
+            elif b == 0x7D or b == 0x5D:
+                if not frames:  # not JSON: the grammar is not a schema's
+                    return self._untracked(text)
+                f = frames.pop()
+                if f.array and f.node >= 0 and plan.unique[f.node]:
+                    n_unique -= 1
+                if not end(pos + 1):
+                    return None
+            elif b in NUMBER:
+                begin(pos)
+                lex, lex_start = _NUM, pos
+            elif 0x61 <= b <= 0x7A:
+                begin(pos)
+                lex, lex_start = _LIT, pos
+            i += 1
+        done = self.top_done or (not frames and lex == _NONE)
+        return Tracker(plan, tuple(frames), lex, lex_start, text, n_unique, done)
+
+    def _untracked(self, text: Text) -> "Tracker":
+        return Tracker(self.plan, (), _NONE, -1, text, 0, True)
+
+    def open_items(self) -> list[tuple[int, bytes | None]]:
+        """Per open unique array with earlier items (innermost first): its depth and the
+        compact text of the item being written (None: no item begun since the last ended)."""
+        out = []
+        for d in range(len(self.frames) - 1, -1, -1):
+            f = self.frames[d]
+            if f.array and f.node >= 0 and self.plan.unique[f.node] and f.raws:
+                out.append((d, compact(self.text.slice(f.start, self.pos)) if f.start >= 0 and self.text else None))
+        return out
+
+    def key(self) -> tuple:
+        """What the tracker's future depends on (for memoising searches)."""
+        pos = self.pos
+        frames = []
+        for f in self.frames:
+            unique = f.array and f.node >= 0 and self.plan.unique[f.node]
+            partial = compact(self.text.slice(f.start, pos)) if unique and f.start >= 0 and self.text else None
+            frames.append((f.node, f.array, f.count, f.seen, f.key, f.key_next, partial))
+        lexeme = self.text.slice(self.lex_start, pos) if self.lex != _NONE and self.text else None
+        return (self.lex, lexeme, self.top_done, tuple(frames))
+
+    def settled(self, depth: int, n_raws: int) -> bool:
+        """Has the array at ``depth`` (``n_raws`` items completed then) completed one since,
+        or closed?"""
+        if len(self.frames) <= depth:
+            return True
+        f = self.frames[depth]
+        return len(f.raws) > n_raws
+
+
+# ---------------------------------------------------------------- masks
+
+
+class UniqueCheck:
+    """The plan and what masks need of the vocabulary: per-byte token rows, tokens by bytes."""
+
+    def __init__(self, plan: Plan, tokens: Sequence[bytes], special: frozenset[int]):
+        self.plan = plan
+        self.tokens = tokens
+        self.special = special
+        size = len(tokens)
+        self.size = size
+        lengths = np.fromiter((len(d) for d in tokens), dtype=np.int64, count=size)
+        owner = np.repeat(np.arange(size), lengths)
+        has = np.zeros((256, size), dtype=bool)
+        has[np.frombuffer(b"".join(tokens), dtype=np.uint8), owner] = True
+        has[:, sorted(special)] = False
+        settle = has[list(SETTLE)].any(axis=0)
+        self._quote, self._settle, self._open = pack_dense(np.stack([has[0x22], settle, has[0x5B] & settle]))
+        order = sorted((data, t) for t, data in enumerate(tokens) if t not in special and data)
+        self._sorted = [d for d, _ in order]
+        self._sorted_ids = [t for _, t in order]
+        self.max_len = max((len(d) for d in self._sorted), default=0)
+        self._alive = LRUCache(ALIVE_CACHE)
+        self._index: dict[bool, dict[bytes, list[int]]] = {}
+
+    def initial(self) -> Tracker:
+        return Tracker(self.plan)
+
+    def filter(self, words: np.ndarray, tracker: Tracker, base_state: Any, engine: "Engine") -> np.ndarray:
+        """``words`` (the grammar's packed row) less the tokens that complete a duplicate item
+        or lead only to one."""
+        if tracker.top_done and not tracker.frames:
+            return words
+        if tracker.n_unique == 0:
+            sel = self._open
+        elif tracker.lex == _STR or tracker.lex == _ESC:
+            sel = self._quote
+        else:
+            sel = self._settle
+        hits = words & sel
+        cand = np.flatnonzero(unpack_row(hits, self.size)).tolist() if hits.any() else []
+        tokens = self.tokens
+        drop = []
+        for t in cand:  # tokens that may complete items: no duplicate, no dead end after
+            nxt = tracker.feed(tokens[t])
+            if nxt is None or (_risky(nxt) and not self._token_alive(base_state, t, nxt, engine)):
+                drop.append(t)
+        drop += self._dead_ends(words, tracker, base_state, engine, set(cand))
+        if not drop:
+            return words
+        out = words.copy()
+        for t in drop:
+            out[t >> 5] &= np.uint32(~(1 << (t & 31)) & 0xFFFFFFFF)
+        out.flags.writeable = False
+        return out
+
+    def _token_alive(self, base_state: Any, t: int, tracker: Tracker, engine: "Engine") -> bool:
+        nxt = engine.step(base_state, self.tokens[t])
+        return nxt is None or self.alive(nxt, tracker, engine)
+
+    # ------------------------------------------------------------ dead ends
+
+    def _dead_ends(self, row: np.ndarray, tracker: Tracker, base_state: Any, engine: "Engine",
+                   done: set[int]) -> list[int]:
+        """The tokens (other than ``done``) after which an item being written can only end
+        as a duplicate: looked for where the item's text would be a prefix of an earlier
+        item's, then searched."""
+        items = tracker.open_items()
+        if not items:
+            return []
+        cands: set[int] = set()
+        in_string = tracker.lex in (_STR, _ESC)
+        for depth, partial in items:
+            raws = tracker.frames[depth].raws
+            if in_string and partial is not None:  # a string's bytes are its own: look them up
+                for r in raws:
+                    if r.startswith(partial) and len(r) > len(partial):
+                        cands.update(self._prefix_tokens(r[len(partial):]))
+                continue
+            index = self._forms(partial is None)  # tokens by their compact form
+            base = partial or b""
+            for r in raws:
+                if r.startswith(base):
+                    rem = r[len(base):]
+                    for n in range(min(len(rem), self.max_len) + 1):
+                        cands.update(t for t in index.get(rem[:n], ()) if _bit(row, t))
+        dead = []
+        for t in sorted(cands - done):
+            if not _bit(row, t):
+                continue
+            nxt = tracker.feed(self.tokens[t])
+            if nxt is not None and not self._token_alive(base_state, t, nxt, engine):
+                dead.append(t)
+        return dead
+
+    def _forms(self, stripped: bool) -> dict[bytes, list[int]]:
+        """Token ids by their compact form read outside a string (``stripped``: without the
+        whitespace and commas they begin with: how a token that begins the next item reads);
+        made on first use."""
+        forms = self._index.get(stripped)
+        if forms is None:
+            forms = self._index[stripped] = {}
+            for data, t in zip(self._sorted, self._sorted_ids):
+                forms.setdefault(compact(data.lstrip(b" \t\n\r,") if stripped else data), []).append(t)
+        return forms
+
+    def _prefix_tokens(self, rem: bytes) -> list[int]:
+        """The tokens that are non-empty prefixes of ``rem``."""
+        out = []
+        for n in range(1, min(len(rem), self.max_len) + 1):
+            key = rem[:n]
+            i = bisect_left(self._sorted, key)
+            while i < len(self._sorted) and self._sorted[i] == key:
+                out.append(self._sorted_ids[i])
+                i += 1
+        return out
+
+    def alive(self, base_state: Any, tracker: Tracker, engine: "Engine") -> bool:
+        """Can every item being written in a unique array still end as a new value?
+        (Memoised by the grammar's state and the tracker's, where the grammar has a key.)"""
+        state_key = engine.key(base_state)
+        if state_key is None:
+            return self._search(base_state, tracker, engine)
+        key = (state_key, tracker.key())
+        hit = self._alive.get(key)
+        if hit is None:
+            hit = self._alive.put(key, self._search(base_state, tracker, engine))
+        return bool(hit)
+
+    def _search(self, base_state: Any, tracker: Tracker, engine: "Engine") -> bool:
+        """Breadth-first over the grammar's bytes, until each item being written in a unique
+        array is complete and new, or its text is no longer a prefix of an earlier item's
+        (see the module doc); True past :data:`SEARCH_BUDGET` states."""
+        goals = [(d, len(tracker.frames[d].raws)) for d, _ in tracker.open_items()]
+        if not goals:
+            return True
+        todo = deque([(base_state, tracker)])
+        seen: set = set()  # (grammar state, tracker) keys met: whitespace variants meet again
+        budget = SEARCH_BUDGET
+        while todo:
+            state, tr = todo.popleft()
+            for b in engine.live_bytes(state):
+                budget -= 1
+                if budget < 0:
+                    return True
+                nb = engine.step(state, bytes((b,)))
+                if nb is None:
+                    continue
+                nt = tr.feed(bytes((b,)))
+                if nt is None:
+                    continue
+                if all(nt.settled(*g) for g in goals) or not _risky(nt):
+                    return True
+                k = engine.key(nb)
+                if k is not None:
+                    k = (k, nt.key())
+                    if k in seen:
+                        continue
+                    seen.add(k)
+                todo.append((nb, nt))
+        return False
+
+
+def _risky(tracker: Tracker) -> bool:
+    """Could an item being written in ``tracker`` end only as a duplicate? (Only where its
+    text is a prefix of an earlier item's, or no item has begun since the last ended.)"""
+    for depth, partial in tracker.open_items():
+        if partial is None or any(r.startswith(partial) for r in tracker.frames[depth].raws):
+            return True
+    return False
+
+
+def _bit(row: np.ndarray, t: int) -> bool:
+    return bool((int(row[t >> 5]) >> (t & 31)) & 1)
+
+
+class Engine:
+    """What the dead-end search needs of the grammar's own matcher: a byte step, the bytes a
+    state can read next, and a hashable key of a state (None: not memoised)."""
+
+    def __init__(self, step: Any, live_bytes: Any, key: Any):
+        self.step = step
+        self.live_bytes = live_bytes
+        self.key = key
+
+
+__all__ = ["Plan", "Tracker", "UniqueCheck", "canonical", "compact", "SEARCH_BUDGET"]

@@ -1,0 +1,247 @@
+"""The ``uniqueItems`` plan: which arrays of a document must have unique items.
+
+Uniqueness is not context-free, so the grammar leaves it out and the matcher enforces it
+(:mod:`gramc.runtime.unique`). The matcher follows the JSON structure of the output; this
+module tells it, for the value at each place of that structure, whether an array there must
+have unique items and where the nested values' places lead. A place is a *node*: the
+conjunction of atoms the value there must satisfy, as the walker would compile it, after
+its disjunctions are resolved by the JSON kind of the value (``anyOf: [{array...}, {null}]``
+leaves one branch for arrays). Nodes are made for the values of array positions and of
+object members (declared names, and the other names where no ``patternProperties`` could
+claim them). Nodes with no unique array at or below them are dropped (-1 in the plan).
+
+Where the place of a value does not decide whether uniqueness applies (two branches of a
+disjunction both admit the kind and something below them says ``uniqueItems``, a
+``patternProperties`` value, a ``contains`` schema), the keyword stays over-approximated and
+is reported as before.
+
+A plan is JSON-like data (see :class:`gramc.runtime.unique.Plan` for its fields); a document
+with no ``uniqueItems: true`` has none, and its grammar and artifact are unchanged.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from gramc.schemas.atoms import Atom, Neg, Node, Synth
+from gramc.schemas.refs import escape_token
+
+if TYPE_CHECKING:
+    from gramc.schemas.compiler import SchemaCompiler
+
+#: Keywords whose values are data, not subschemas: never searched for ``uniqueItems``.
+DATA_KEYWORDS = frozenset({"enum", "const", "default", "examples", "$defs", "definitions", "$comment"})
+
+_AMBIGUOUS = "ambiguous"
+
+
+class UniquePlanner:
+    """Builds the plan of one compiled document (see the module doc)."""
+
+    def __init__(self, compiler: SchemaCompiler):
+        self.c = compiler
+        self._ids: dict[frozenset[Atom], int] = {}
+        self._nodes: list[dict[str, Any]] = []
+        self._values: dict[str, Any] = {}  # the schemas met, by pointer
+        self._edges: dict[str, list[str]] = {}  # what applies inside each (children, $ref targets)
+        self._mentions: dict[str, str] = {}
+
+    def plan(self) -> dict[str, Any] | None:
+        """The plan, or None when no array of the document must be unique."""
+        if self.mentions(Node("")) is None:
+            return None
+        root = self.node(frozenset({Node("")}))
+        keep = self._with_unique_below()
+        if root not in keep:
+            return None
+        new = {old: i for i, old in enumerate(sorted(keep))}
+
+        def ref(i: int) -> int:
+            return new.get(i, -1)
+
+        nodes = [{"u": n["u"], "p": [ref(i) for i in n["p"]], "r": ref(n["r"]),
+                  "k": {k: ref(i) for k, i in n["k"].items() if ref(i) >= 0}, "a": ref(n["a"])}
+                 for old, n in enumerate(self._nodes) if old in keep]
+        return {"root": new[root], "nodes": nodes}
+
+    def _with_unique_below(self) -> set[int]:
+        """Nodes with a unique array at or below them (a fixpoint: plans may be cyclic)."""
+        keep = {i for i, n in enumerate(self._nodes) if n["u"]}
+        changed = True
+        while changed:
+            changed = False
+            for i, n in enumerate(self._nodes):
+                if i not in keep and any(j in keep for j in (*n["p"], n["r"], *n["k"].values(), n["a"])):
+                    keep.add(i)
+                    changed = True
+        return keep
+
+    # ------------------------------------------------------------ nodes
+
+    def node(self, conj: frozenset[Atom] | None) -> int:
+        """The node of a value that must satisfy ``conj`` (-1: none needed)."""
+        if conj is None or not any(self.mentions(a) for a in conj):
+            return -1
+        c = self.c
+        flat = c.flatten(conj)
+        if flat.false:
+            return -1
+        key = frozenset(flat.parts)
+        if key in self._ids:
+            return self._ids[key]
+        i = self._ids[key] = len(self._nodes)
+        n: dict[str, Any] = {"u": False, "p": [], "r": -1, "k": {}, "a": -1}
+        self._nodes.append(n)
+        kinds = c.kinds(c.types(flat.parts))
+        if "array" in kinds:
+            self._array(flat.parts, n)
+        if "object" in kinds:
+            self._object(flat.parts, n)
+        return i
+
+    def _array(self, parts: tuple[Atom, ...], n: dict[str, Any]) -> None:
+        c = self.c
+        resolved = self._resolve(parts, "array")
+        if resolved is None:
+            return
+        positive = c.positive(resolved)
+        view = c.arrays.view(positive)
+        if view.hi is not None and view.lo > view.hi:
+            return
+        n["u"] = bool(view.unique) and (view.hi is None or view.hi > 1)
+        for atom, *_, where in view.contains:
+            site = self.mentions(atom)
+            if site is not None:
+                c.approx("uniqueItems", site, f"an array item that may or may not match the 'contains' at {where} "
+                         "cannot be told apart while it is written; uniqueness below it is not enforced")
+        k = view.prefix_len
+        n["p"] = [self.node(view.position_atoms(i)) for i in range(k)]
+        n["r"] = self.node(view.position_atoms(k))
+
+    def _object(self, parts: tuple[Atom, ...], n: dict[str, Any]) -> None:
+        c = self.c
+        resolved = self._resolve(parts, "object")
+        if resolved is None:
+            return
+        view = c.objects.view(resolved)
+        for name in view.names:
+            child = self.node(view.value_atoms(c, name))
+            if child >= 0:
+                n["k"][name] = child
+        patterns = [(rx, atom) for p in view.parts for rx, atom, _ in p.patterns]
+        for _, atom in patterns:
+            site = self.mentions(atom)
+            if site is not None:
+                c.approx("uniqueItems", site, "values of patternProperties are not followed by the runtime "
+                         "check; uniqueness is not enforced there")
+        other = view.region_atoms(c, frozenset())
+        if patterns:
+            site = next((s for a in other or () if (s := self.mentions(a)) is not None), None)
+            if site is not None:
+                c.approx("uniqueItems", site, "values of undeclared names next to patternProperties are not "
+                         "followed by the runtime check; uniqueness is not enforced there")
+            return
+        n["a"] = self.node(other)
+
+    def _resolve(self, parts: tuple[Atom, ...], kind: str) -> tuple[Atom, ...] | None:
+        """``parts`` with its disjunctions resolved for ``kind``: the one branch that admits
+        the kind, while there is one; None when no branch does, or when several do and the
+        place no longer decides uniqueness (reported), or when the values are listed
+        (``enum``/``const``: the grammar writes only valid ones, uniqueness included)."""
+        c = self.c
+        while True:
+            if any("const" in c.part(p) or "enum" in c.part(p) for p in c.positive(parts)):
+                return None
+            split = c.combinators.disjunction(parts, kind)
+            if split is None:
+                return parts
+            with c.quiet():
+                branches = c.combinators.branches(parts, split, kind, 0)
+            live = []
+            for b in branches:
+                flat = c.flatten(b)
+                if not flat.false and kind in c.kinds(c.types(flat.parts)):
+                    live.append(flat.parts)
+            if not live:
+                return None
+            if len(live) > 1:
+                sites = [s for b in live for a in b if (s := self.mentions(a)) is not None]
+                if sites:
+                    c.approx("uniqueItems", sites[0], f"several branches of the {split[1]!r} at "
+                             f"{split[0].where} admit {kind}s, so where a value is does not say "
+                             "whether its arrays must be unique; uniqueness is not enforced there")
+                return None
+            parts = live[0]
+
+    # ------------------------------------------------------------ where uniqueItems is
+
+    def mentions(self, atom: Atom) -> str | None:
+        """Where a ``uniqueItems: true`` reachable from ``atom`` is (None: nowhere)."""
+        if isinstance(atom, Neg):
+            return self.mentions(atom.inner)
+        if isinstance(atom, Synth):
+            for key, value in atom.items:
+                if key == "uniqueItems" and value is True:
+                    return atom.where
+                for v in value if isinstance(value, (list, tuple)) else (value,):
+                    if isinstance(v, (Node, Synth, Neg)) and (site := self.mentions(v)) is not None:
+                        return site
+            return None
+        return self._mentions_at(atom.pointer)
+
+    def _mentions_at(self, pointer: str) -> str | None:
+        if pointer not in self._values:
+            self._discover(pointer)
+            self._mentions = self._reaching()
+        return self._mentions.get(pointer)
+
+    def _discover(self, pointer: str) -> None:
+        """Add the schemas reachable from ``pointer`` (children, ``$ref`` targets, and the
+        ``$defs`` a reference may lead into) to the graph."""
+        doc = self.c.doc
+        todo = [(pointer, doc.get(pointer))]
+        while todo:
+            where, value = todo.pop()
+            if where in self._values:
+                continue
+            self._values[where] = value
+            out = self._edges[where] = []
+            if isinstance(value, list):
+                items = [(f"{where}/{i}", v) for i, v in enumerate(value)]
+                out.extend(w for w, _ in items)
+                todo.extend(items)
+                continue
+            if not isinstance(value, dict):
+                continue
+            if "$ref" in value or "$dynamicRef" in value:
+                target = doc.resolve(where)
+                if target is not None:
+                    out.append(target)
+                    todo.append((target, doc.get(target)))
+            for k, v in value.items():
+                if not isinstance(v, (dict, list)) or k in ("enum", "const", "default", "examples"):
+                    continue
+                child = f"{where}/{escape_token(str(k))}"
+                if k not in DATA_KEYWORDS:
+                    out.append(child)
+                todo.append((child, v))
+
+    def _reaching(self) -> dict[str, str]:
+        """Per schema, the ``uniqueItems: true`` it reaches (backwards from each one)."""
+        back: dict[str, list[str]] = {}
+        for src, outs in self._edges.items():
+            for dst in outs:
+                back.setdefault(dst, []).append(src)
+        found = {w: f"#{w}/uniqueItems" for w, v in self._values.items()
+                 if isinstance(v, dict) and v.get("uniqueItems") is True}
+        todo = list(found)
+        while todo:
+            w = todo.pop()
+            for src in back.get(w, ()):
+                if src not in found:
+                    found[src] = found[w]
+                    todo.append(src)
+        return found
+
+
+__all__ = ["UniquePlanner"]

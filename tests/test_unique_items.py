@@ -1,0 +1,361 @@
+"""``uniqueItems`` enforced by the matcher (gramc.runtime.unique, gramc.schemas.unique).
+
+Two references, both independent of the runtime check:
+
+- For schemas whose documents (compact whitespace) are finitely many, every document of the
+  grammar *without* uniqueness is enumerated from its DFA and kept when ``jsonschema``
+  validates it; a token is then allowed exactly when prefix + token starts a kept document
+  (EOS: the prefix is one). Masks are compared with that at every prefix reachable by allowed
+  tokens, for DFA and PDA artifacts, eager and lazy, after save/load, rollback and fork.
+- For open item languages (strings, numbers, objects, nested arrays), random arrays
+  (hypothesis) with duplicates drawn on purpose, tokenized at random boundaries: a document is
+  accepted exactly when ``jsonschema`` says it is valid, and along the way the mask agrees
+  with what a commit accepts.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import warnings
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from jsonschema import Draft202012Validator
+
+import gramc
+from gramc.compiler.pda import build_pda
+from gramc.compiler.pipeline import CompileOptions, build_automaton
+from gramc.errors import ArtifactFormatError, GramcWarning, SchemaError
+from gramc.runtime.dfa_artifact import DFAArtifact
+from gramc.runtime.pda_artifact import PDAArtifact
+from gramc.runtime.unique import canonical
+from gramc.schemas import SchemaOptions, schema_to_grammar
+from gramc.vocab import Vocab, load_vocab
+from gramc.compiler.passes import optimize
+
+COMPACT = CompileOptions(json_whitespace="compact")
+SCHEMA_OPTIONS = SchemaOptions(whitespace="compact")
+
+
+def synthetic_vocab() -> Vocab:
+    """Every printable ASCII byte, and multi-byte tokens that cross item boundaries."""
+    pieces = [bytes([b]) for b in range(0x20, 0x7F)]
+    pieces += [b'","', b'"a"', b'"ab"', b'],', b'],[', b'[[', b']]', b'1,', b',1', b'1,1', b'"a","a"', b'10',
+               b'["', b'"]', b'{"', b'"}', b'},{', b'true', b'e,', b'tr', b'ue', b',"', b'"b",', b'[1,1]', b'":']
+    pieces.append(b"<eos>")
+    return Vocab.from_list(pieces, special_ids=[len(pieces) - 1], eos_ids=[len(pieces) - 1], name="unique-test")
+
+
+SYNTH = synthetic_vocab()
+
+
+def artifacts(schema: dict, vocab: Vocab) -> dict[str, gramc.Artifact]:
+    """The schema as DFA and PDA artifacts, eager and lazy, and eager ones read back."""
+    grammar, _ = schema_to_grammar(schema, SCHEMA_OPTIONS)
+    assert grammar.unique is not None
+    meta = {"format": "json_schema", "unique": grammar.unique}
+    kind, dfa = build_automaton(grammar)
+    assert kind == "dfa"
+    pda = build_pda(optimize(grammar))
+    out: dict[str, gramc.Artifact] = {
+        "dfa": DFAArtifact.bound(dfa, meta, vocab), "dfa-lazy": DFAArtifact.bound(dfa, meta, vocab, lazy=True),
+        "pda": PDAArtifact.bound(pda, meta, vocab), "pda-lazy": PDAArtifact.bound(pda, meta, vocab, lazy=True),
+    }
+    out["dfa-loaded"] = gramc.from_bytes(out["dfa"].to_bytes(), vocab)
+    out["pda-loaded"] = gramc.from_bytes(out["pda"].to_bytes())
+    return out
+
+
+def documents(schema: dict) -> list[bytes]:
+    """The documents of the grammar without uniqueness (finite), valid ones only."""
+    loose = json.loads(json.dumps(schema).replace('"uniqueItems": true', '"uniqueItems": false'))
+    grammar, _ = schema_to_grammar(loose, SCHEMA_OPTIONS)
+    _, dfa = build_automaton(grammar)
+    out: list[bytes] = []
+    todo = [(dfa.start, b"")]
+    while todo:
+        q, text = todo.pop()
+        assert len(text) < 80, "not a finite language"
+        if dfa.accept[q]:
+            out.append(text)
+        for b in range(256):
+            nq = int(dfa.delta[q, dfa.byte_class[b]])
+            if nq:
+                todo.append((nq, text + bytes([b])))
+    validator = Draft202012Validator(schema)
+    return sorted(d for d in out if validator.is_valid(json.loads(d)))
+
+
+def same(got: np.ndarray, want: np.ndarray, vocab: Vocab, prefix: bytes) -> None:
+    extra = [vocab.tokens[t] for t in np.flatnonzero(got & ~want)]
+    missing = [vocab.tokens[t] for t in np.flatnonzero(want & ~got)]
+    assert not extra and not missing, (prefix, "allowed, invalid:", extra, "forbidden, valid:", missing)
+
+
+class Oracle:
+    def __init__(self, docs: list[bytes], vocab: Vocab):
+        self.docs, self.vocab = docs, vocab
+        self.eos = set(vocab.eos_ids)
+
+    def mask(self, prefix: bytes) -> np.ndarray:
+        out = np.zeros(self.vocab.size, dtype=bool)
+        live = [d for d in self.docs if d.startswith(prefix)]
+        for t, data in enumerate(self.vocab.tokens):
+            if t in self.eos:
+                out[t] = prefix in self.docs
+            elif data and t not in self.vocab.special_ids:
+                out[t] = any(d.startswith(prefix + data) for d in live)
+        return out
+
+
+FINITE = [
+    # enum strings where one value is a prefix of another: the dead end after "ab" when both were used
+    {"type": "array", "items": {"enum": ["a", "ab", "b"]}, "maxItems": 4, "uniqueItems": True},
+    # fewer distinct values than minItems asks for at most: capped; unsatisfiable past it
+    {"type": "array", "items": {"type": "boolean"}, "minItems": 1, "maxItems": 4, "uniqueItems": True},
+    # literals end at the byte after them; "null" is a prefix of nothing else, "t" of "true" only
+    {"type": "array", "items": {"enum": ["x", None, True, False]}, "maxItems": 3, "uniqueItems": True},
+    # objects (member order does not matter for equality) and nested arrays, each level unique
+    {"type": "array", "maxItems": 3, "uniqueItems": True,
+     "items": {"type": "array", "items": {"enum": ["p", "q"]}, "maxItems": 2, "uniqueItems": True}},
+    {"type": "array", "maxItems": 3, "uniqueItems": True,
+     "items": {"type": "object", "properties": {"a": {"type": "boolean"}}, "required": ["a"],
+               "additionalProperties": False}},
+    # uniqueness under a property, behind an anyOf with null, beside a plain array
+    {"type": "object", "properties": {
+        "t": {"anyOf": [{"type": "array", "items": {"enum": ["x", "y"]}, "maxItems": 3, "uniqueItems": True},
+                        {"type": "null"}]},
+        "u": {"type": "array", "items": {"enum": ["x"]}, "maxItems": 2}},
+     "required": ["t", "u"], "additionalProperties": False},
+]
+
+
+def explore(art: gramc.Artifact, oracle: Oracle, vocab: Vocab, limit: int = 150) -> int:
+    """Compare masks with the oracle at prefixes reachable by allowed tokens (breadth-first,
+    ``limit`` of them); at each, rollback and fork must give the same masks."""
+    seen = {b""}
+    todo = [(b"", [])]
+    n = 0
+    rng = random.Random(0)
+    while todo and n < limit:
+        prefix, path = todo.pop(0)
+        m = art.matcher(max_rollback=64)
+        assert m.commit_tokens(path) == len(path)
+        want = oracle.mask(prefix)
+        same(m.mask(), want, vocab, prefix)
+        assert m.is_complete() == (prefix in oracle.docs)
+        n += 1
+        allowed = [t for t in np.flatnonzero(want).tolist() if t not in oracle.eos]
+        for t in allowed:
+            nxt = prefix + vocab.tokens[t]
+            if nxt not in seen:
+                seen.add(nxt)
+                todo.append((nxt, path + [t]))
+        if allowed:  # a fork goes its own way; the original, rolled back, is where it was
+            f = m.fork()
+            t = rng.choice(allowed)
+            assert f.commit_token(t)
+            same(f.mask(), oracle.mask(prefix + vocab.tokens[t]), vocab, prefix + vocab.tokens[t])
+            same(m.mask(), want, vocab, prefix)
+            assert m.commit_token(t)
+            m.rollback(1)
+            same(m.mask(), want, vocab, prefix)
+        if path:
+            m.rollback(1)
+            back = prefix[: len(prefix) - len(vocab.tokens[path[-1]])]
+            same(m.mask(), oracle.mask(back), vocab, back)
+    return n
+
+
+@pytest.mark.parametrize("schema", FINITE, ids=range(len(FINITE)))
+def test_masks_are_exact_on_finite_languages(schema):
+    docs = documents(schema)
+    oracle = Oracle(docs, SYNTH)
+    for name, art in artifacts(schema, SYNTH).items():
+        assert explore(art, oracle, SYNTH) > 20, name
+
+
+@pytest.mark.slow
+def test_masks_are_exact_with_gpt2():
+    vocab = load_vocab("gpt2")
+    for schema in FINITE[:3]:
+        oracle = Oracle(documents(schema), vocab)
+        for name, art in artifacts(schema, vocab).items():
+            assert explore(art, oracle, vocab, limit=40) > 10, name
+
+
+# ---------------------------------------------------------------- open item languages
+
+OPEN = {
+    "string": {"type": "array", "items": {"type": "string"}, "uniqueItems": True},
+    "number": {"type": "array", "items": {"type": "number"}, "uniqueItems": True},
+    "object": {"type": "array", "uniqueItems": True,
+               "items": {"type": "object", "properties": {"k": {"type": "string"}, "n": {"type": "integer"}}}},
+    "nested": {"type": "array", "uniqueItems": True,
+               "items": {"type": "array", "items": {"type": "integer"}, "uniqueItems": True}},
+    "property": {"type": "object", "properties": {"tags": {"type": "array", "items": {"type": "string"},
+                                                           "uniqueItems": True}}},
+}
+
+_ART: dict[tuple[str, str], gramc.Artifact] = {}
+
+
+def open_artifact(name: str, how: str) -> gramc.Artifact:
+    key = (name, how)
+    if key not in _ART:
+        schema = OPEN[name]
+        grammar, _ = schema_to_grammar(schema, SCHEMA_OPTIONS)
+        meta = {"format": "json_schema", "unique": grammar.unique}
+        if how.startswith("pda"):
+            art: gramc.Artifact = PDAArtifact.bound(build_pda(optimize(grammar)), meta, SYNTH, lazy=how == "pda-lazy")
+        else:
+            art = gramc.compile(json.dumps(schema), "json_schema", SYNTH, options=COMPACT, lazy=how == "dfa-lazy")
+        _ART[key] = art
+    return _ART[key]
+
+
+def scalars() -> st.SearchStrategy:
+    return st.one_of(st.sampled_from(["a", "b", "ab", ""]), st.integers(-3, 12),
+                     st.sampled_from([1.0, 2.5, 0.0, -0.0, 1e2, 10.0]))
+
+
+def instances(name: str) -> st.SearchStrategy:
+    if name in ("string", "property"):
+        items = st.lists(st.sampled_from(["a", "b", "ab", "", "a\\"]), max_size=5)
+        return st.fixed_dictionaries({"tags": items}) if name == "property" else items
+    if name == "number":
+        return st.lists(st.one_of(st.integers(-3, 12), st.sampled_from([1.0, 2.5, 0.0, 1e2, 10.0, 0.25])),
+                        max_size=5)
+    if name == "object":
+        member = st.builds(lambda k, n: {**({"k": k} if k else {}), **({"n": n} if n is not None else {})},
+                           st.sampled_from([None, "a", "b"]), st.one_of(st.none(), st.integers(0, 2)))
+        return st.lists(member, max_size=4)
+    return st.lists(st.lists(st.integers(0, 2), max_size=3), max_size=4)
+
+
+def tokenize(text: bytes, rng: random.Random) -> list[int]:
+    """``text`` split at random boundaries into tokens of the synthetic vocabulary."""
+    ids = {t: i for i, t in enumerate(SYNTH.tokens) if i not in SYNTH.special_ids}
+    out, i = [], 0
+    while i < len(text):
+        fits = [n for n in range(1, 8) if text[i:i + n] in ids]
+        n = rng.choice(fits)
+        out.append(ids[text[i:i + n]])
+        i += n
+    return out
+
+
+def serialise(value, rng: random.Random) -> bytes:
+    text = json.dumps(value, separators=(",", ":"))
+    if rng.random() < 0.5:  # key order and number spelling change nothing
+        text = text.replace("1.0", "1").replace("100.0", "1e2")
+    return text.encode()
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+@given(name=st.sampled_from(sorted(OPEN)), how=st.sampled_from(["dfa", "dfa-lazy", "pda", "pda-lazy"]),
+       data=st.data(), seed=st.integers(0, 2**16))
+def test_documents_are_accepted_exactly_when_valid(name, how, data, seed):
+    value = data.draw(instances(name))
+    rng = random.Random(seed)
+    text = serialise(value, rng)
+    valid = Draft202012Validator(OPEN[name]).is_valid(json.loads(text))
+    art = open_artifact(name, how)
+    m = art.matcher()
+    accepted = True
+    for t in tokenize(text, rng):
+        allowed = bool(m.mask()[t])
+        took = m.commit_token(t)
+        assert allowed == took, (text, t)
+        if not took:
+            accepted = False
+            break
+    assert (accepted and m.is_complete()) == valid, text
+    if not valid and accepted:
+        pytest.fail(f"an invalid document was accepted: {text!r}")
+
+
+def test_a_duplicate_is_refused_at_the_token_that_settles_it():
+    art = open_artifact("number", "dfa")
+    m = art.matcher()
+    ids = {t: i for i, t in enumerate(SYNTH.tokens)}
+    for piece in [b"[", b"1", b"0", b",", b"1"]:
+        assert m.commit_token(ids[piece])
+    mask = m.mask()
+    assert mask[ids[b"0"]] and mask[ids[b"."]]  # 10 again is possible... until it is settled
+    assert m.commit_token(ids[b"0"])
+    assert not m.mask()[ids[b","]] and not m.mask()[ids[b"]"]]
+    assert m.mask()[ids[b"0"]] and m.mask()[ids[b"e"]]  # 100, 10e1 (= 100) is no duplicate yet
+    assert not art.matcher().commit_tokens([ids[b"[1,1]"]])  # one token completing two items
+
+
+def test_canonical_values_follow_json_schema_equality():
+    assert canonical(b"1") == canonical(b"1.0") == canonical(b"10e-1") == canonical(b"0.1e1")
+    assert canonical(b"0") == canonical(b"-0") == canonical(b"0.0")
+    assert canonical(b"true") != canonical(b"1") and canonical(b"false") != canonical(b"0")
+    assert canonical(b'{"a":1,"b":[2]}') == canonical(b'{ "b" : [2.0], "a" : 1 }')
+    assert canonical(b'"\\u0061"') == canonical(b'"a"')
+    assert canonical(b"[1,2]") != canonical(b"[2,1]")
+
+
+# ---------------------------------------------------------------- compile side and format
+
+
+def test_exact_uniqueness_is_not_reported_and_strict_mode_accepts_it():
+    schema = {"type": "object", "properties": {"tags": {"anyOf": [
+        {"type": "array", "items": {"type": "string"}, "uniqueItems": True}, {"type": "null"}]}}}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        grammar, approx = schema_to_grammar(schema, SchemaOptions(strict=True))
+    assert approx == [] and grammar.unique is not None
+
+
+def test_uniqueness_the_place_cannot_decide_stays_reported():
+    schema = {"anyOf": [{"type": "array", "uniqueItems": True},
+                        {"type": "array", "items": {"type": "integer"}}]}
+    with pytest.warns(GramcWarning, match="'uniqueItems' at #/anyOf/0/uniqueItems"):
+        grammar, approx = schema_to_grammar(schema)
+    assert [a.keyword for a in approx] == ["uniqueItems"] and grammar.unique is None
+    with pytest.raises(SchemaError):
+        schema_to_grammar(schema, SchemaOptions(strict=True))
+    # a schema embedded in a structural tag has no runtime check: reported as before
+    with pytest.warns(GramcWarning, match="uniqueItems"):
+        schema_to_grammar({"type": "array", "uniqueItems": True}, runtime_unique=False)
+
+
+def test_too_few_distinct_values_make_the_array_impossible():
+    schema = {"type": "object", "additionalProperties": False, "properties": {"x": {
+        "type": "array", "items": {"enum": ["a", "b"]}, "minItems": 3, "uniqueItems": True}}}
+    art = gramc.compile(json.dumps(schema), "json_schema", SYNTH, options=COMPACT)
+    ids = {t: i for i, t in enumerate(SYNTH.tokens)}
+    m = art.matcher()
+    assert m.commit_token(ids[b"{"])
+    assert not m.mask()[ids[b'"']] and m.mask()[ids[b"}"]]  # "x" can have no valid value
+
+
+def test_artifacts_without_unique_items_are_unchanged():
+    art = gramc.compile('{"type": "array", "items": {"type": "string"}}', "json_schema", SYNTH)
+    assert "unique" not in art.meta and not art.has_unique
+    meta, arrays = art.to_arrays()
+    assert meta["artifact_version"] == 1 and "vocab.bytes" not in arrays
+
+
+def test_the_plan_is_layout_4_and_checked_when_read():
+    from gramc.formats import container
+    from gramc.runtime.reader import read_artifact
+
+    art = open_artifact("string", "dfa")
+    meta, arrays = art.to_arrays()
+    assert meta["artifact_version"] == 4 and meta["source"]["unique"] == art.meta["unique"]
+    assert gramc.from_bytes(container.pack(meta, arrays)).has_unique
+    for bad in ({"root": 5, "nodes": []}, {"root": 0, "nodes": [{"u": True}]}, "x",
+                {"root": 0, "nodes": [{"u": True, "p": [3], "r": -1, "k": {}, "a": -1}]}):
+        with pytest.raises(ArtifactFormatError):
+            read_artifact({**meta, "source": {**meta["source"], "unique": bad}}, arrays)
+    with pytest.raises(ArtifactFormatError):  # layout 4 without a plan
+        read_artifact({**meta, "source": {k: v for k, v in meta["source"].items() if k != "unique"}}, arrays)
+    with pytest.raises(ArtifactFormatError):  # a plan in an older layout
+        read_artifact({**meta, "artifact_version": 1}, arrays)
