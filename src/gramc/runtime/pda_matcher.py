@@ -23,7 +23,8 @@ class PDAMatcher(Matcher):
 
     def _fork_extra(self, other: PDAMatcher) -> None:
         self._tokens, self._parser = other._tokens, other._parser
-        self._state = other._state.copy()
+        if isinstance(other._state, ChartView):  # its own list: forks may step in other threads
+            self._state = other._state.copy()
 
     def commit_token(self, token_id: int) -> bool:
         # Fast path for the common call: a plain int naming a token with bytes, which the

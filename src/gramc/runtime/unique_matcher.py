@@ -67,7 +67,10 @@ class UniqueMixin(Matcher):
         return None if n >= INF else n
 
     def fill_bitmask(self, out: np.ndarray, budget: int | None = None) -> None:
-        Matcher.fill_bitmask(self, out, budget)
+        Matcher.fill_bitmask(self, out, budget)  # not the DFA matcher's fast path: the state is a pair
+
+    def commit_token(self, token_id: int) -> bool:
+        return Matcher.commit_token(self, token_id)  # nor the kinds' fast commits
 
     def _step_token(self, state: Any, token: int) -> Any | None:
         nxt = super()._step_token(state[0], token)
