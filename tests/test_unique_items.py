@@ -359,3 +359,29 @@ def test_the_plan_is_layout_4_and_checked_when_read():
         read_artifact({**meta, "source": {k: v for k, v in meta["source"].items() if k != "unique"}}, arrays)
     with pytest.raises(ArtifactFormatError):  # a plan in an older layout
         read_artifact({**meta, "artifact_version": 1}, arrays)
+
+
+def test_whole_text_checks_enforce_the_plan():
+    """``check_artifact`` (``gramc check``, the suite bench) refuses a duplicate where the
+    grammar alone accepts it, at the byte that completes it."""
+    from gramc.runtime.check import check_artifact
+
+    art = gramc.compile(json.dumps({"type": "array", "uniqueItems": True}), format="json_schema")
+    assert check_artifact(art, b'[1, {"a": 1, "b": [2]}, "x"]').ok
+    for text, offset in ((b"[1,1]", 4), (b"[1,1.0]", 6), (b'[{"a":1,"b":2},{"b":2,"a":1}]', 27)):
+        result = check_artifact(art, text)
+        assert not result.ok and result.offset == offset and "uniqueItems" in result.message
+
+
+def test_a_property_named_ref_is_not_a_reference():
+    schema = {"type": "object", "properties": {"$ref": {"type": "string"}},
+              "additionalProperties": {"type": "array", "uniqueItems": True}}
+    art = gramc.compile(json.dumps(schema), format="json_schema")
+    assert check_artifact_ok(art, b'{"$ref": "a", "x": [1, 2]}')
+    assert not check_artifact_ok(art, b'{"x": [1, 1]}')
+
+
+def check_artifact_ok(art, text: bytes) -> bool:
+    from gramc.runtime.check import check_artifact
+
+    return check_artifact(art, text).ok

@@ -29,12 +29,32 @@ def expected_bytes(dfa: DFATable, state: int) -> list[int]:
 
 
 def check_artifact(artifact, data: bytes) -> CheckResult:
-    """Does ``data`` match the artifact's whole grammar (DFA or PDA)?"""
+    """Does ``data`` match the artifact's whole grammar (DFA or PDA), and, where the artifact
+    has a ``uniqueItems`` plan, are the items of its unique arrays distinct?"""
     if artifact.kind == "dfa":
-        return check_bytes(artifact.dfa, data)
-    if artifact.kind == "counted":
-        return check_bytes_counted(artifact.cdfa, data)
-    return check_bytes_pda(artifact.pda, data)
+        result = check_bytes(artifact.dfa, data)
+    elif artifact.kind == "counted":
+        result = check_bytes_counted(artifact.cdfa, data)
+    else:
+        result = check_bytes_pda(artifact.pda, data)
+    if result.ok and "unique" in artifact.meta:
+        return check_unique(artifact.meta["unique"], data)
+    return result
+
+
+def check_unique(plan: object, data: bytes) -> CheckResult:
+    """``data`` (a text the grammar accepts) against a ``uniqueItems`` plan: the first byte
+    that completes an item equal to an earlier one of its array, if any."""
+    from gramc.runtime.unique import Plan, Tracker
+
+    tracker: Tracker | None = Tracker(Plan(plan))
+    for offset in range(len(data)):
+        assert tracker is not None
+        tracker = tracker.feed(data[offset : offset + 1])
+        if tracker is None:
+            return CheckResult(False, offset, "", f"no match at byte {offset}: it completes an item "
+                                                  "equal to an earlier one of a uniqueItems array")
+    return CheckResult(True, len(data), "", _OK)
 
 
 def _failure(offset: int, expected: list[int], found: int | None) -> CheckResult:

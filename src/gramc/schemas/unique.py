@@ -32,6 +32,11 @@ if TYPE_CHECKING:
 #: Keywords whose values are data, not subschemas: never searched for ``uniqueItems``.
 DATA_KEYWORDS = frozenset({"enum", "const", "default", "examples", "$defs", "definitions", "$comment"})
 
+#: Keywords whose values map names (property names, definition names) to subschemas: a key
+#: such as "$ref" there is a name, not a reference.
+NAME_MAPS = frozenset({"properties", "patternProperties", "$defs", "definitions", "dependentSchemas",
+                       "dependencies"})
+
 _AMBIGUOUS = "ambiguous"
 
 
@@ -199,32 +204,32 @@ class UniquePlanner:
         """Add the schemas reachable from ``pointer`` (children, ``$ref`` targets, and the
         ``$defs`` a reference may lead into) to the graph."""
         doc = self.c.doc
-        todo = [(pointer, doc.get(pointer))]
+        todo: list[tuple[str, Any, bool]] = [(pointer, doc.get(pointer), False)]  # (where, value, a name map)
         while todo:
-            where, value = todo.pop()
+            where, value, names = todo.pop()
             if where in self._values:
                 continue
             self._values[where] = value
             out = self._edges[where] = []
             if isinstance(value, list):
-                items = [(f"{where}/{i}", v) for i, v in enumerate(value)]
-                out.extend(w for w, _ in items)
+                items = [(f"{where}/{i}", v, False) for i, v in enumerate(value)]
+                out.extend(w for w, _, _ in items)
                 todo.extend(items)
                 continue
             if not isinstance(value, dict):
                 continue
-            if "$ref" in value or "$dynamicRef" in value:
+            if not names and ("$ref" in value or "$dynamicRef" in value):
                 target = doc.resolve(where)
                 if target is not None:
                     out.append(target)
-                    todo.append((target, doc.get(target)))
+                    todo.append((target, doc.get(target), False))
             for k, v in value.items():
                 if not isinstance(v, (dict, list)) or k in ("enum", "const", "default", "examples"):
                     continue
                 child = f"{where}/{escape_token(str(k))}"
                 if k not in DATA_KEYWORDS:
                     out.append(child)
-                todo.append((child, v))
+                todo.append((child, v, not names and k in NAME_MAPS))
 
     def _reaching(self) -> dict[str, str]:
         """Per schema, the ``uniqueItems: true`` it reaches (backwards from each one)."""
