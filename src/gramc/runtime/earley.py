@@ -189,7 +189,7 @@ class EarleyParser:
         last: list[Item] = []
         for node, origin in sets[-1].items:
             end = paths.get((node, token), _UNKNOWN)
-            if end is _UNKNOWN:
+            if end == _UNKNOWN:
                 end = self._path(node, token, data)
             if end is None:
                 return self.feed(chart, data)  # an item calls or returns inside the token

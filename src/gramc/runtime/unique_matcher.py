@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from gramc.bitmask import unpack_row
+from gramc.runtime.check import class_bytes, expected_bytes
 from gramc.runtime.matcher import Matcher
 from gramc.runtime.unique import Engine, UniqueCheck
 
@@ -76,7 +77,8 @@ class UniqueMixin(Matcher):
         nxt = super()._step_token(state[0], token)
         if nxt is None:
             return None
-        tracker = state[1].feed(self._check().tokens[token]) if token not in self._check().special else state[1]
+        check = self._check()
+        tracker = state[1] if token in check.special else state[1].feed(check.tokens[token])
         return None if tracker is None else (nxt, tracker)
 
     def _step_bytes(self, state: Any, data: bytes) -> Any | None:
@@ -104,12 +106,9 @@ def live_bytes(artifact: Any, state: Any) -> list[int]:
     """The bytes the grammar can read next from ``state`` (a state of ``artifact``'s kind)."""
     kind = artifact.kind
     if kind == "dfa":
-        dfa = artifact.dfa
-        return np.flatnonzero(dfa.delta[state, :dfa.n_byte_classes][dfa.byte_class] != 0).tolist()
+        return expected_bytes(artifact.dfa, state)
     if kind == "pda":
-        parser = artifact.token_table.parser
-        classes = parser.live_bytes(state[-1])
-        return [b for b in range(256) if int(parser.cls[b]) in classes]
+        return class_bytes(artifact.pda, artifact.token_table.parser.live_bytes(state[-1]))
     cdfa = artifact.cdfa
     return [b for b in range(256) if cdfa.step_bytes(state, bytes((b,))) != 0]
 
