@@ -478,7 +478,8 @@ def test_tool_call_masks_agree_eager_lazy_and_saved(tmp_path):
     """The masks of free text, delimiters and arguments are the same whether the tool-call tag
     is bound eagerly, lazily or read back from a file, by every fill path (the exact-width
     int32/uint32 fast path, a wider row, a bool mask), and a token is committed exactly when
-    its bit is set, whether commits index dense next-state rows or search the sorted ones."""
+    its bit is set, whether commits index dense next-state rows, search the sorted ones, or
+    (``dense_row_bytes`` too small for every state's) do either by state."""
     from gramc import RuntimeLimits
     from gramc.bitmask import pack_dense
 
@@ -487,10 +488,11 @@ def test_tool_call_masks_agree_eager_lazy_and_saved(tmp_path):
     eager = gramc.compile(source, format="structural_tag", vocab=gpt2)
     eager.save(tmp_path / "tool_calls.gmask")
     searched = RuntimeLimits(dense_row_bytes=0)  # commits search the rows of ids
+    partial = RuntimeLimits(dense_row_bytes=20 * 4 * gpt2.size)  # dense rows for the first 20 states
     arts = {"eager": eager, "lazy": gramc.compile(source, format="structural_tag", vocab=gpt2, lazy=True),
             "saved": gramc.load(tmp_path / "tool_calls.gmask", gpt2),
-            "searched": gramc.load(tmp_path / "tool_calls.gmask", gpt2, runtime_limits=searched)}
-    assert arts["searched"].token_table._dense is None and arts["saved"].token_table._dense is not None
+            "searched": gramc.load(tmp_path / "tool_calls.gmask", gpt2, runtime_limits=searched),
+            "partial": gramc.load(tmp_path / "tool_calls.gmask", gpt2, runtime_limits=partial)}
     assert arts["lazy"].token_table.is_lazy and not arts["saved"].token_table.is_lazy
     words = (gpt2.size + 31) // 32
     rng = random.Random(20)
@@ -526,6 +528,8 @@ def test_tool_call_masks_agree_eager_lazy_and_saved(tmp_path):
             states.add(ms["eager"].state)
             steps += 1
     assert steps > 600 and len(states) > 80  # the walks went through calls, not only free text
+    dense = {k: sum(row is not None for row in a.token_table._dense) for k, a in arts.items()}
+    assert dense["searched"] == 0 and dense["partial"] == 20 and dense["saved"] > 80  # every commit path
 
 def test_example_file_compiles_from_the_command_line(tmp_path):
     """examples/tool_call.stag.json: `gramc compile` picks the format from the suffix, and
