@@ -325,7 +325,10 @@ class DFAMatcher(Matcher):
     def __init__(self, artifact: Any, max_rollback: int = 16):
         self._table = artifact.token_table
         views = {np.dtype(t).char: self._table.row_views(t) for t in (np.int32, np.uint32)}
-        self._views = {char: rows for char, rows in views.items() if rows is not None}  # none when lazy
+        # None when lazy; none for a one-word row either, which numpy would broadcast into a
+        # row of any width (the fast path relies on a width mismatch being refused).
+        wide = n_words(artifact.vocab.size) > 1
+        self._views = {char: rows for char, rows in views.items() if rows is not None and wide}
         super().__init__(artifact, max_rollback)
 
     def _fork_extra(self, other: DFAMatcher) -> None:
@@ -334,15 +337,16 @@ class DFAMatcher(Matcher):
     def fill_bitmask(self, out: np.ndarray, budget: int | None = None) -> None:
         # Fast path for the common call: an exact-width int32/uint32 row of an eager table,
         # one slice assignment (cheaper per call than np.copyto; the dtypes match, no cast).
+        # A 1-d row of another width cannot take it (numpy refuses to broadcast a row of two
+        # words or more, before writing), so that case and every other falls to the checked path.
         if budget is None and not self._ended:
             try:
                 views = self._views[out.dtype.char]
-            except (AttributeError, KeyError):  # not an array, another dtype, or a lazy table
-                pass
-            else:
-                if out.shape == self._shape:
+                if out.ndim == 1:
                     out[...] = views[self._state]
                     return
+            except (AttributeError, KeyError, ValueError):  # not an array, another dtype or
+                pass  # width, read-only, or a lazy table (no views)
         super().fill_bitmask(out, budget)
 
     def commit_token(self, token_id: int) -> bool:
