@@ -220,6 +220,31 @@ def test_fill_bitmask_and_apply_match_the_bool_mask():
         m.fill_bitmask(np.zeros(0, dtype=np.uint32))
 
 
+
+@pytest.mark.parametrize("n_tokens", [5, 29, 40, 100])
+def test_fill_bitmask_takes_only_rows_it_can_fill(n_tokens):
+    """Every width of row, one word or several: the exact width gets the packed mask, a wider
+    row the mask and zeros after it; a narrower, 2-d, read-only or wrongly typed row is a
+    ValueError and is left as it was (numpy would broadcast a one-word row into any width)."""
+    tokens = [bytes([97 + i % 26]) * (1 + i // 26) for i in range(n_tokens)]
+    vocab = make_vocab(tokens)
+    m = artifact_for(repeat(byte_range(97, 99), 1, None), vocab).matcher()
+    w = n_words(vocab.size)
+    want = np.packbits(m.mask(size=32 * w), bitorder="little").view("<u4")
+    for dtype in (np.int32, np.uint32):
+        exact, wide = np.zeros(w, dtype), np.full(w + 2, -1).astype(dtype)
+        m.fill_bitmask(exact)
+        m.fill_bitmask(wide)
+        assert np.array_equal(exact.view(np.uint32), want) and np.array_equal(wide[:w].view(np.uint32), want)
+        assert not wide[w:].any()
+        locked = np.full(w, 7, dtype)
+        locked.flags.writeable = False
+        for bad in (np.full(w - 1, 7, dtype), np.full((1, w), 7, dtype), np.full((2, w), 7, dtype),
+                    np.full(w, 7, np.int64), locked):
+            with pytest.raises(ValueError):
+                m.fill_bitmask(bad)
+            assert (bad == 7).all()
+
 def test_rollback_fork_reset():
     vocab = make_vocab([b"a", b"b", b"c"])
     art = artifact_for(repeat(alt(literal(b"ab"), literal(b"c")), 1, None), vocab)

@@ -464,6 +464,73 @@ def test_generated_tool_calls_validate():
     assert calls > 0 and finished > 0
 
 
+
+def _steered_walk(target: bytes, allowed: np.ndarray, vocab, rng: random.Random) -> int:
+    """A token allowed now: mostly one that spells the next bytes of ``target`` (so walks reach
+    the calls), sometimes any allowed token (so they stray into other states)."""
+    spelling = [t for t in np.flatnonzero(allowed).tolist()
+                if t < len(vocab.tokens) and vocab.tokens[t] and target.startswith(vocab.tokens[t])]
+    pool = spelling if spelling and rng.random() < 0.9 else np.flatnonzero(allowed).tolist()
+    return rng.choice(pool)
+
+
+def test_tool_call_masks_agree_eager_lazy_and_saved(tmp_path):
+    """The masks of free text, delimiters and arguments are the same whether the tool-call tag
+    is bound eagerly, lazily or read back from a file, by every fill path (the exact-width
+    int32/uint32 fast path, a wider row, a bool mask), and a token is committed exactly when
+    its bit is set, whether commits index dense next-state rows, search the sorted ones, or
+    (``dense_row_bytes`` too small for every state's) do either by state."""
+    from gramc import RuntimeLimits
+    from gramc.bitmask import pack_dense
+
+    gpt2 = gramc.load_vocab("gpt2")
+    source = json.dumps(TOOL_CALLS)
+    eager = gramc.compile(source, format="structural_tag", vocab=gpt2)
+    eager.save(tmp_path / "tool_calls.gmask")
+    searched = RuntimeLimits(dense_row_bytes=0)  # commits search the rows of ids
+    partial = RuntimeLimits(dense_row_bytes=20 * 4 * gpt2.size)  # dense rows for the first 20 states
+    arts = {"eager": eager, "lazy": gramc.compile(source, format="structural_tag", vocab=gpt2, lazy=True),
+            "saved": gramc.load(tmp_path / "tool_calls.gmask", gpt2),
+            "searched": gramc.load(tmp_path / "tool_calls.gmask", gpt2, runtime_limits=searched),
+            "partial": gramc.load(tmp_path / "tool_calls.gmask", gpt2, runtime_limits=partial)}
+    assert arts["lazy"].token_table.is_lazy and not arts["saved"].token_table.is_lazy
+    words = (gpt2.size + 31) // 32
+    rng = random.Random(20)
+    states, steps = set(), 0
+    for doc in range(6):
+        city = rng.choice(["Paris", "Zürich", "São Paulo", "Oslo"])
+        target = (f"Let me look that up{'.' * doc} <tool_call>{{\"name\": \"get_weather\", \"arguments\": "
+                  f"{{\"city\": \"{city}\", \"days\": {doc + 1}}}}}</tool_call> and <tool_call>{{\"name\": \"add\", "
+                  f"\"arguments\": {{\"x\": {doc - 2.5}, \"y\": {doc}}}}}</tool_call> done").encode()
+        ms = {k: a.matcher() for k, a in arts.items()}
+        for _ in range(len(target) + 4):
+            masks = {}
+            for k, m in ms.items():
+                i32, u32, wide = np.zeros(words, np.int32), np.zeros(words, np.uint32), np.full(words + 3, -1, np.int32)
+                m.fill_bitmask(i32)
+                m.fill_bitmask(u32)
+                m.fill_bitmask(wide)
+                packed = pack_dense(m.mask()[None, :])[0]
+                assert np.array_equal(i32.view(np.uint32), packed) and np.array_equal(u32, packed), k
+                assert np.array_equal(wide[:words].view(np.uint32), packed) and not wide[words:].any(), k
+                masks[k] = packed
+            assert all(np.array_equal(masks["eager"], v) for v in masks.values())
+            allowed = ms["eager"].mask()
+            if not allowed.any():
+                break
+            probes = [rng.randrange(gpt2.size) for _ in range(8)] + rng.sample(np.flatnonzero(allowed).tolist(), 1)
+            for m in ms.values():
+                assert [m.validate_tokens([t]) == 1 for t in probes] == [bool(allowed[t]) for t in probes]
+            token = _steered_walk(target, allowed, gpt2, rng)
+            assert all(m.commit_token(token) for m in ms.values())
+            if token < len(gpt2.tokens) and target.startswith(gpt2.tokens[token]):
+                target = target[len(gpt2.tokens[token]):]
+            states.add(ms["eager"].state)
+            steps += 1
+    assert steps > 600 and len(states) > 80  # the walks went through calls, not only free text
+    dense = {k: sum(row is not None for row in a.token_table._dense) for k, a in arts.items()}
+    assert dense["searched"] == 0 and dense["partial"] == 20 and dense["saved"] > 80  # every commit path
+
 def test_example_file_compiles_from_the_command_line(tmp_path):
     """examples/tool_call.stag.json: `gramc compile` picks the format from the suffix, and
     `gramc check` agrees with the reference on a call, free text and a wrong argument."""

@@ -140,7 +140,7 @@ class Matcher:
         (``budget``: as for :meth:`mask`)."""
         if (budget is None and getattr(out, "shape", None) == self._shape and out.dtype.char in "iI"
                 and not self._ended):
-            np.copyto(out, self._words(self._state).view(out.dtype))  # the common call
+            out[...] = self._words(self._state).view(out.dtype)  # the common call (see DFAMatcher's)
             return
         n = None if budget is None else check_budget(budget)
         w = self._shape[0]
@@ -317,9 +317,6 @@ def _token_ids(token_ids: Any) -> Iterable[int]:
     return token_ids
 
 
-_NO_DTYPE = np.dtype("V1")  # not an int32/uint32 row: the checked path explains
-
-
 class DFAMatcher(Matcher):
     """A matcher over a DFA artifact: the state is a state number; O(1) per query."""
 
@@ -327,18 +324,29 @@ class DFAMatcher(Matcher):
 
     def __init__(self, artifact: Any, max_rollback: int = 16):
         self._table = artifact.token_table
-        self._views = {np.dtype(t).char: self._table.row_views(t) for t in (np.int32, np.uint32)}
+        views = {np.dtype(t).char: self._table.row_views(t) for t in (np.int32, np.uint32)}
+        # None when lazy; none for a one-word row either, which numpy would broadcast into a
+        # row of any width (the fast path relies on a width mismatch being refused).
+        wide = n_words(artifact.vocab.size) > 1
+        self._views = {char: rows for char, rows in views.items() if rows is not None and wide}
         super().__init__(artifact, max_rollback)
 
     def _fork_extra(self, other: DFAMatcher) -> None:
         self._table, self._views = other._table, other._views
 
     def fill_bitmask(self, out: np.ndarray, budget: int | None = None) -> None:
-        # Fast path for the common call: an exact-width int32/uint32 row of an eager table.
-        views = self._views.get(getattr(out, "dtype", _NO_DTYPE).char)
-        if views is not None and budget is None and out.shape == self._shape and not self._ended:
-            np.copyto(out, views[self._state])
-            return
+        # Fast path for the common call: an exact-width int32/uint32 row of an eager table,
+        # one slice assignment (cheaper per call than np.copyto; the dtypes match, no cast).
+        # A 1-d row of another width cannot take it (numpy refuses to broadcast a row of two
+        # words or more, before writing), so that case and every other falls to the checked path.
+        if budget is None and not self._ended:
+            try:
+                views = self._views[out.dtype.char]
+                if out.ndim == 1:
+                    out[...] = views[self._state]
+                    return
+            except (AttributeError, KeyError, ValueError):  # not an array, another dtype or
+                pass  # width, read-only, or a lazy table (no views)
         super().fill_bitmask(out, budget)
 
     def commit_token(self, token_id: int) -> bool:
