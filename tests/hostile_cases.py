@@ -205,11 +205,11 @@ def tampered(kind: str, change: Callable[[dict], None]) -> bytes:
 
 
 def load_bytes(data: bytes, **kwargs) -> Any:
-    """Load ``data``; what a matcher of it allows at the start (the answer of a load that
-    succeeds)."""
+    """Load ``data`` (with the vocabulary the base artifacts bind, unless ``vocab`` says
+    otherwise); what a matcher of it allows at the start (the answer of a load that succeeds)."""
     import gramc
 
-    art = gramc.from_bytes(data, **kwargs)
+    art = gramc.from_bytes(data, **{"vocab": tiny_vocab(), **kwargs})  # as a decoder loads it
     return art.matcher().allowed_tokens().tolist() if art.is_bound else art.kind
 
 
@@ -230,6 +230,32 @@ def array_set(name: str, index: Any, value: int) -> Callable[[dict], None]:
         a = get_array(doc, name)
         a.reshape(-1)[index] = value
         set_array(doc, name, a)
+    return change
+
+
+def as_layout_3(doc: dict) -> None:
+    """A bound PDA document as layout 3 wrote it: the distinct node rows packed, and the
+    vocabulary's token bytes (for the cases of files written before layout 5)."""
+    import numpy as np
+
+    from gramc.bitmask import SparseRows
+    from gramc.runtime.vocab_bytes import vocab_arrays
+
+    rows = SparseRows(*(get_array(doc, f"nodes.row_{k}") for k in ("indptr", "ids", "complement")),
+                      doc["meta"]["vocab"]["size"])
+    for name in ("nodes.row_indptr", "nodes.row_ids", "nodes.row_complement", "pda.finish_rank"):
+        del doc["arrays"][name]
+    set_array(doc, "nodes.rows", rows[np.arange(len(rows))])
+    for name, array in vocab_arrays(tiny_vocab()).items():
+        set_array(doc, name, array)
+    doc["meta"]["artifact_version"] = 3
+
+
+def in_layout_3(*changes: Callable[[dict], None]) -> Callable[[dict], None]:
+    def change(doc: dict) -> None:
+        as_layout_3(doc)
+        for c in changes:
+            c(doc)
     return change
 
 
@@ -654,12 +680,12 @@ def pda_chain(n_nodes: int, finishes: bool = True) -> bytes:
 
 @case("artifact", "pda-chain-2**20-nodes", ok="pda")
 def _():
-    return load_bytes(pda_chain(2**20))
+    return load_bytes(pda_chain(2**20), vocab=None)
 
 
 @case("artifact", "pda-chain-2**20-nodes-unfinished", error="ArtifactFormatError", match=r"pda: node 1 cannot finish its rule")
 def _():
-    return load_bytes(pda_chain(2**20, finishes=False))
+    return load_bytes(pda_chain(2**20, finishes=False), vocab=None)
 
 
 @case("artifact", "states-2**22-declared", error="ArtifactFormatError", match=r"array 'dfa.delta': shape \[4194304, 2\] of <i4 needs")
@@ -766,7 +792,7 @@ def _():
 
 @case("artifact", "pda-rows-padding-bits", error="ArtifactFormatError", match=r"padding bits")
 def _():
-    return load_bytes(tampered("pda", array_set("nodes.rows", -1, 0xFFFFFFFF)))
+    return load_bytes(tampered("pda", in_layout_3(array_set("nodes.rows", -1, 0xFFFFFFFF))))
 
 
 @case("artifact", "pda-rows-width-2**20", error="ArtifactFormatError", match=r"ceil\(V/32\)|nodes.rows")
@@ -776,6 +802,33 @@ def _():
     def change(doc):
         rows = len(get_array(doc, "nodes.rows"))
         set_array(doc, "nodes.rows", np.random.default_rng(0).integers(0, 2**32, (rows, 1 << 20), dtype=np.uint32))
+    return load_bytes(tampered("pda", in_layout_3(change)))
+
+
+@case("artifact", "pda-row-ids-int32-max", error="ArtifactFormatError", match=r"array 'nodes.row_ids': value 2147483647")
+def _():
+    return load_bytes(tampered("pda", array_set("nodes.row_ids", -1, 2**31 - 1)))
+
+
+@case("artifact", "pda-row-indptr-2**62", error="ArtifactFormatError", match=r"nodes.row_indptr")
+def _():
+    return load_bytes(tampered("pda", array_set("nodes.row_indptr", -1, 2**62)))
+
+
+@case("artifact", "pda-row-ids-1M-unsorted", error="ArtifactFormatError", match=r"nodes.row_ids")
+def _():
+    import numpy as np
+
+    def change(doc):
+        set_array(doc, "nodes.row_ids", np.random.default_rng(0).integers(0, 9, 1 << 20, dtype=np.int32))
+        set_array(doc, "nodes.row_indptr", np.array([0] + [1 << 20] * (len(get_array(doc, "nodes.row_indptr")) - 1)))
+    return load_bytes(tampered("pda", change))
+
+
+@case("artifact", "pda-finish-ranks-reversed", error="ArtifactFormatError", match=r"finish_rank shows no way")
+def _():
+    def change(doc):
+        set_array(doc, "pda.finish_rank", -get_array(doc, "pda.finish_rank"))
     return load_bytes(tampered("pda", change))
 
 
@@ -786,7 +839,13 @@ def _():
 
 @case("artifact", "pda-vocab-lengths-65535", error="ArtifactFormatError", match=r"vocab\.")
 def _():
-    return load_bytes(tampered("pda", array_set("vocab.lengths", 0, 65_535)))
+    return load_bytes(tampered("pda", in_layout_3(array_set("vocab.lengths", 0, 65_535))))
+
+
+@case("artifact", "pda-vocab-size-past-its-fingerprint", error="ArtifactFormatError",
+      match=r"the vocabulary with its fingerprint")
+def _():
+    return load_bytes(tampered("pda", meta_set("vocab.size", 2**20)))
 
 
 @case("artifact", "counted-bounds-2**31", error="ArtifactFormatError", match=r"metadata.counted.bounds")

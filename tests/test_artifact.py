@@ -116,9 +116,14 @@ def test_derived_tables_are_counted_against_the_limit_before_allocating():
 
 
 def test_newer_artifact_layout_is_a_version_error(art):
-    data = _tamper(art, x=lambda m, a: m.__setitem__("artifact_version", 5))
+    data = _tamper(art, x=lambda m, a: m.__setitem__("artifact_version", 6))
     with pytest.raises(ArtifactVersionError):
         gramc.from_bytes(data)
+
+
+def test_layout_5_is_only_for_artifacts_that_read_token_bytes(art):
+    with pytest.raises(ArtifactFormatError, match="layout 5 has no 'dfa' kind without a uniqueItems plan"):
+        gramc.from_bytes(_tamper(art, x=lambda m, a: m.__setitem__("artifact_version", 5)))
 
 
 def test_layout_3_is_only_for_pda_artifacts(art):
@@ -126,23 +131,43 @@ def test_layout_3_is_only_for_pda_artifacts(art):
         gramc.from_bytes(_tamper(art, x=lambda m, a: m.__setitem__("artifact_version", 3)))
 
 
+def _as_layout_3(meta, arrays):
+    """A bound PDA artifact's arrays as layout 3 wrote them: the distinct node rows packed,
+    and the vocabulary's token bytes."""
+    from gramc.bitmask import SparseRows
+    from gramc.runtime.vocab_bytes import vocab_arrays
+
+    rows = SparseRows(arrays.pop("nodes.row_indptr"), arrays.pop("nodes.row_ids"),
+                      arrays.pop("nodes.row_complement"), meta["vocab"]["size"])
+    arrays["nodes.rows"] = rows[np.arange(len(rows))]
+    del arrays["pda.finish_rank"]
+    arrays.update({k: np.array(v) for k, v in vocab_arrays(PDA_VOCAB).items()})
+    meta["artifact_version"] = 3
+
+
 def _as_layout_1(meta, arrays):
     """A PDA artifact's arrays as layout 1 wrote them: one accepted row per node."""
+    _as_layout_3(meta, arrays)
     meta["artifact_version"] = 1
     arrays["nodes.accepted"] = arrays.pop("nodes.rows")[arrays.pop("nodes.row_of")]
 
 
-def test_layout_1_pda_artifacts_are_still_read(pda_art):
-    """A file written before node rows were stored once each reads to the same artifact, and
-    layout 3 stores fewer rows than nodes (most nodes share theirs)."""
+@pytest.mark.parametrize("old_layout", [_as_layout_1, _as_layout_3])
+def test_older_pda_layouts_are_still_read(pda_art, old_layout):
+    """Files written before node rows were stored once each (layout 1) or before the
+    vocabulary was bound by fingerprint only (layout 3) read to the same artifact, with or
+    without the decoder's vocabulary (their token bytes are checked against the
+    fingerprint); layout 5 stores fewer rows than nodes (most nodes share theirs)."""
     meta, arrays = pda_art.to_arrays()
-    assert meta["artifact_version"] == 3 and len(arrays["nodes.rows"]) < len(arrays["nodes.row_of"])
-    old = gramc.from_bytes(_tamper(pda_art, x=_as_layout_1), vocab=PDA_VOCAB)
-    assert old.to_bytes() == pda_art.to_bytes()
-    a, b = old.matcher(), pda_art.matcher()
-    for piece in [b"(", b"(", b"()", b")", b")"]:
-        assert np.array_equal(a.mask(), b.mask()), piece
-        assert a.commit_bytes(piece) and b.commit_bytes(piece)
+    assert meta["artifact_version"] == 5 and len(arrays["nodes.row_complement"]) < len(arrays["nodes.row_of"])
+    assert not any(name.startswith("vocab.") for name in arrays)
+    for vocab in (PDA_VOCAB, None):
+        old = gramc.from_bytes(_tamper(pda_art, x=old_layout), vocab=vocab)
+        assert old.to_bytes() == pda_art.to_bytes()
+        a, b = old.matcher(), pda_art.matcher()
+        for piece in [b"(", b"(", b"()", b")", b")"]:
+            assert np.array_equal(a.mask(), b.mask()), piece
+            assert a.commit_bytes(piece) and b.commit_bytes(piece)
 
 
 def test_layout_1_node_rows_in_a_layout_3_file_are_refused(pda_art):
@@ -151,6 +176,40 @@ def test_layout_1_node_rows_in_a_layout_3_file_are_refused(pda_art):
         meta["artifact_version"] = 3
     with pytest.raises(ArtifactFormatError, match="nodes.accepted"):
         gramc.from_bytes(_tamper(pda_art, x=both))
+
+
+def test_a_pda_artifact_awaits_a_vocabulary_it_does_not_know(pda_art):
+    """Layout 5 binds the vocabulary by fingerprint only: loaded without it (and with no
+    vocabulary of that fingerprint known in the process), the artifact describes itself but
+    refuses to match, naming what to pass; bound to it, it serves the same masks; bound to
+    another vocabulary, it is refused."""
+    data = pda_art.to_bytes()
+    waiting = gramc.from_bytes(data)
+    assert waiting.awaits_vocab and not waiting.is_bound and waiting.vocab.name == "p"
+    assert waiting.describe()["kind"] == "pda"
+    with pytest.raises(VocabularyError, match=r"binds the vocabulary 'p' .* by fingerprint.*vocab=\.\.\."):
+        waiting.matcher()
+    with pytest.raises(VocabularyError, match="vocabulary mismatch"):
+        waiting.bind(VOCAB)
+    with pytest.raises(VocabularyError, match="vocabulary mismatch"):
+        gramc.from_bytes(data, vocab=VOCAB)
+    bound = waiting.bind(PDA_VOCAB)
+    assert bound.is_bound and not bound.awaits_vocab and bound.to_bytes() == data
+    a, b = bound.matcher(), pda_art.matcher()
+    for piece in [b"(", b"()", b")"]:
+        assert np.array_equal(a.mask(), b.mask()) and a.commit_bytes(piece) and b.commit_bytes(piece)
+
+
+def test_a_bundled_vocabulary_is_found_by_name_and_fingerprint():
+    """An artifact bound to a bundled vocabulary loads ready to match without ``vocab=``; a
+    header that names it with another fingerprint awaits its vocabulary instead."""
+    gpt2 = gramc.load_vocab("gpt2")
+    art = gramc.compile(PARENS, format="gbnf", vocab=gpt2)
+    back = gramc.from_bytes(art.to_bytes())
+    assert back.is_bound and back.token_table.vocab is gpt2
+    assert np.array_equal(back.matcher().mask(), art.matcher().mask())
+    other = _tamper(art, x=lambda m, a: m["vocab"].__setitem__("fingerprint", "0" * 64))
+    assert gramc.from_bytes(other).awaits_vocab
 
 
 def test_verify_detects_rows_that_disagree_with_the_vocabulary(art):
@@ -216,27 +275,54 @@ def test_pda_round_trip_and_spec_coverage(pda_art):
         assert f"`{name}`" in spec, name
 
 
+def _in_layout_3(change):
+    def fn(meta, arrays):
+        _as_layout_3(meta, arrays)
+        change(meta, arrays)
+    return fn
+
+
 @pytest.mark.parametrize(
     "change, message",
     [
-        (_set("vocab.bytes", 0, ord("[")), "fingerprint"),
+        (_in_layout_3(_set("vocab.bytes", 0, ord("["))), "fingerprint"),
         (_set("pda.delta", 5, 10**4), "pda.delta"),
         (_set("pda.node_rule", 1, 7), "pda.node_rule"),
         (lambda m, a: a.__setitem__("pda.accept", np.zeros_like(a["pda.accept"])), "cannot finish"),
         (_set("nodes.unc_ids", 0, 10**6) , "nodes.unc_ids"),
         (lambda m, a: a.__setitem__("nodes.row_of", a["nodes.row_of"][:1].copy()), "nodes.row_of"),
         (_set("nodes.row_of", 0, 10**4), "nodes.row_of"),
-        (lambda m, a: a.__setitem__("vocab.lengths", a["vocab.lengths"][:-1].copy()), "vocab.lengths"),
+        (_in_layout_3(lambda m, a: a.__setitem__("vocab.lengths", a["vocab.lengths"][:-1].copy())), "vocab.lengths"),
         (lambda m, a: m["pda"].__setitem__("rule_names", []), "rule_names"),
         # a padding bit would allow an id past the vocabulary
-        (lambda m, a: a["nodes.rows"].__setitem__((0, -1), 1 << 31), "padding bits"),
+        (_in_layout_3(lambda m, a: a["nodes.rows"].__setitem__((0, -1), 1 << 31)), "padding bits"),
+        # layout 5's sparse rows: ids in range, ascending, pointers that fit
+        (_set("nodes.row_ids", 0, len(PDA_VOCAB.tokens)), "nodes.row_ids"),
+        (lambda m, a: a.__setitem__("nodes.row_ids", a["nodes.row_ids"][::-1].copy()), "ascending"),
+        (lambda m, a: a.__setitem__("nodes.row_indptr", a["nodes.row_indptr"][:-1].copy()), "nodes.row_indptr"),
+        (_set("nodes.row_indptr", -1, 10**4), "nodes.row_indptr"),
+        (lambda m, a: a.__setitem__("vocab.bytes", np.zeros(3, np.uint8)), "unexpected arrays"),
+        (lambda m, a: m.__setitem__("vocab", None), "layout of a bound artifact"),
+        # a proof that does not show how every node finishes, or has the wrong shape
+        (lambda m, a: a.__setitem__("pda.finish_rank", np.zeros_like(a["pda.finish_rank"])), "finish_rank shows no way"),
+        (lambda m, a: a.__setitem__("pda.finish_rank", a["pda.finish_rank"][:-1].copy()), "pda.finish_rank"),
+        (lambda m, a: a.pop("pda.finish_rank"), "pda.finish_rank"),
     ],
 )
 def test_hostile_pda_contents_are_rejected(pda_art, change, message):
     meta, arrays = pda_art.to_arrays()
     assert len(arrays["nodes.unc_ids"]), "the fixture must have uncertain tokens to corrupt"
     with pytest.raises(ArtifactFormatError, match=message):
-        gramc.from_bytes(_tamper(pda_art, x=change))
+        gramc.from_bytes(_tamper(pda_art, x=change), vocab=PDA_VOCAB)
+
+
+def test_a_header_that_disagrees_with_its_fingerprint_vocabulary_is_refused(pda_art):
+    """The rows are checked against the header's size and EOS ids: a vocabulary of the
+    recorded fingerprint must have the same, or the file is refused."""
+    for key, value in (("eos_ids", [0]), ("size", len(PDA_VOCAB.tokens) + 32)):
+        data = _tamper(pda_art, x=lambda m, a: m["vocab"].__setitem__(key, value))
+        with pytest.raises(ArtifactFormatError, match="the vocabulary with its fingerprint"):
+            gramc.from_bytes(data, vocab=PDA_VOCAB)
 
 
 # ---------------------------------------------------------------- the Artifact interface
@@ -306,8 +392,7 @@ def _productive_by_fixed_point(delta, accept, node_rule, rule_start, call_base):
 def test_linear_productivity_check_agrees_with_the_fixed_point(data):
     """Random rule tables: the propagation refuses exactly the tables with a node that the
     fixed point finds cannot finish its rule."""
-    from gramc.errors import ArtifactFormatError as Refused
-    from gramc.runtime.pda_reader import _check_productive
+    from gramc.runtime.pda_finish import Edges, finish_ranks, unfinished, unjustified
 
     n_rules = data.draw(st.integers(1, 4))
     sizes = data.draw(st.lists(st.integers(1, 4), min_size=n_rules, max_size=n_rules))
@@ -322,18 +407,29 @@ def test_linear_productivity_check_agrees_with_the_fixed_point(data):
                 delta[q, c] = data.draw(st.sampled_from(same.tolist()))
     accept = np.array([False] + data.draw(st.lists(st.booleans(), min_size=n - 1, max_size=n - 1)))
     expected = _productive_by_fixed_point(delta, accept, node_rule, rule_start, call_base)[1:].all()
-    try:
-        _check_productive(delta, accept, node_rule, rule_start, call_base)
-        refused = False
-    except Refused:
-        refused = True
-    assert refused == (not expected)
+    edges = Edges(delta, call_base)
+    ranks = finish_ranks(edges, accept, node_rule, rule_start)
+    assert (unfinished(ranks) is None) == expected
+    if expected:  # the ranks found are a proof the check accepts
+        assert unjustified(edges, accept, rule_start, ranks) is None
+    # Any ranks the check accepts prove that every node finishes (it is sound, whoever wrote them).
+    forged = np.array(data.draw(st.lists(st.integers(-3, 12), min_size=n, max_size=n)), dtype=np.int32)
+    if unjustified(edges, accept, rule_start, forged) is None:
+        assert expected
 
 
 def test_a_long_chain_of_rules_loads():
     """2,000 rules, each calling the next: a re-signed artifact of that shape took 82 s to
-    load (a fixed point per rule); now each edge is looked at twice."""
-    from gramc.runtime.pda_reader import _check_productive
+    load (a fixed point per rule); now each edge is looked at twice, and the ranks found
+    check in one pass."""
+    from gramc.runtime.pda_finish import Edges, finish_ranks, unfinished, unjustified
+
+    def _check_productive(delta, accept, node_rule, rule_start, call_base):
+        edges = Edges(delta, call_base)
+        ranks = finish_ranks(edges, accept, node_rule, rule_start)
+        if unfinished(ranks) is not None:
+            raise ArtifactFormatError("pda: a node cannot finish its rule")
+        assert unjustified(edges, accept, rule_start, ranks) is None
 
     k = 2_000
     node_rule = np.array([-1] + [r for r in range(k) for _ in range(2)], dtype=np.int32)
@@ -375,9 +471,9 @@ def test_a_long_chain_of_dfa_states_is_checked_state_by_state_once(trap):
 @pytest.mark.parametrize("seed", range(40))
 def test_the_productivity_check_agrees_with_a_fixed_point_on_wide_tables(seed):
     """As above, on tables of up to 400 nodes, whose frontiers are wide enough for the
-    check's numpy rounds before it goes on in Python."""
-    from gramc.errors import ArtifactFormatError
-    from gramc.runtime.pda_reader import _check_productive
+    check's numpy rounds before it goes on in Python; the ranks found are a proof the
+    edge-by-edge check accepts."""
+    from gramc.runtime.pda_finish import Edges, finish_ranks, unfinished, unjustified
 
     rng = np.random.default_rng(seed)
     n_rules = int(rng.integers(1, 6))
@@ -404,8 +500,14 @@ def test_the_productivity_check_agrees_with_a_fixed_point_on_wide_tables(seed):
             else:
                 accept[n] = True
     stuck = np.flatnonzero(~_productive_by_fixed_point(delta, accept, node_rule, rule_start, n_bytes)[1:]) + 1
-    if len(stuck):  # refused, naming the first node that cannot finish
-        with pytest.raises(ArtifactFormatError, match=f"pda: node {stuck[0]} cannot finish its rule"):
-            _check_productive(delta, accept, node_rule, rule_start, n_bytes)
+    edges = Edges(delta, n_bytes)
+    ranks = finish_ranks(edges, accept, node_rule, rule_start)
+    if len(stuck):  # the first node that cannot finish is named
+        assert unfinished(ranks) == stuck[0]
     else:
-        _check_productive(delta, accept, node_rule, rule_start, n_bytes)
+        assert unfinished(ranks) is None and unjustified(edges, accept, rule_start, ranks) is None
+        worst = int(np.argmax(ranks))
+        if not accept[worst]:  # a rank no edge justifies is found
+            lowered = ranks.copy()
+            lowered[worst] = 0
+            assert unjustified(edges, accept, rule_start, lowered) is not None

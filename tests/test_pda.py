@@ -190,7 +190,7 @@ def test_serialised_artifact_behaves_identically():
     g, vocab = GRAMMARS["json_like"], make_vocab()
     art = pda_artifact(g, vocab)
     data = art.to_bytes()
-    back = gramc.from_bytes(data)
+    back = gramc.from_bytes(data, vocab=vocab)
     assert back.kind == "pda" and back.to_bytes() == data
     assert pda_artifact(g, vocab, lazy=True).to_bytes() == data  # lazy completes to the same tables
     a, b = art.matcher(), back.matcher()

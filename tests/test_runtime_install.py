@@ -61,9 +61,11 @@ CHILD = textwrap.dedent("""
             gramc.compile(src, format=fmt)
         except gramc.BackendUnavailableError as e:
             out[key] = str(e)
+    # the decoder's vocabulary: the artifacts bind it by fingerprint
+    vocab = gramc.Vocab.from_list([t.encode() for t in json.loads(sys.argv[3])], special_ids=[6], eos_ids=[6])
     for name, tokens in json.loads(sys.argv[2]).items():
         try:
-            m = gramc.load(Path(sys.argv[1]) / f"{name}.gmask").matcher()
+            m = gramc.load(Path(sys.argv[1]) / f"{name}.gmask", vocab=vocab).matcher()
             walk = [[m.mask().tolist(), m.is_complete()]]
             for t in tokens:
                 walk.append([m.commit_token(t), m.mask().tolist(), m.is_complete()])
@@ -92,7 +94,8 @@ def _install(python: Path, target: str, env: dict) -> None:
 def _child(python: Path, tmp_path: Path, env: dict) -> dict:
     """What :data:`CHILD` finds in the environment of ``python``."""
     tokens = {name: spec[2] for name, spec in ARTIFACTS.items()}
-    res = subprocess.run([str(python), "-I", "-c", CHILD, str(tmp_path), json.dumps(tokens)],
+    res = subprocess.run([str(python), "-I", "-c", CHILD, str(tmp_path), json.dumps(tokens),
+                          json.dumps([t.decode() for t in VOCAB])],
                          capture_output=True, text=True, env=env, timeout=300, cwd=tmp_path)
     assert res.returncode == 0, res.stdout + res.stderr
     return json.loads(res.stdout)

@@ -65,7 +65,7 @@ def artifacts(schema: dict, vocab: Vocab) -> dict[str, gramc.Artifact]:
         "pda": PDAArtifact.bound(pda, meta, vocab), "pda-lazy": PDAArtifact.bound(pda, meta, vocab, lazy=True),
     }
     out["dfa-loaded"] = gramc.from_bytes(out["dfa"].to_bytes(), vocab)
-    out["pda-loaded"] = gramc.from_bytes(out["pda"].to_bytes())
+    out["pda-loaded"] = gramc.from_bytes(out["pda"].to_bytes(), vocab)
     return out
 
 
@@ -343,14 +343,19 @@ def test_artifacts_without_unique_items_are_unchanged():
     assert meta["artifact_version"] == 1 and "vocab.bytes" not in arrays
 
 
-def test_the_plan_is_layout_4_and_checked_when_read():
+def test_the_plan_is_layout_4_or_5_and_checked_when_read():
+    """Unbound, an artifact with a plan is layout 4; bound, layout 5 (the token bytes the plan
+    reads are the vocabulary's, bound by fingerprint, not stored)."""
     from gramc.formats import container
     from gramc.runtime.reader import read_artifact
 
     art = open_artifact("string", "dfa")
+    unbound = gramc.compile(json.dumps(OPEN["string"]), "json_schema", options=COMPACT)
+    assert unbound.has_unique and unbound.to_arrays()[0]["artifact_version"] == 4
     meta, arrays = art.to_arrays()
-    assert meta["artifact_version"] == 4 and meta["source"]["unique"] == art.meta["unique"]
-    assert gramc.from_bytes(container.pack(meta, arrays)).has_unique
+    assert meta["artifact_version"] == 5 and meta["source"]["unique"] == art.meta["unique"]
+    assert not any(name.startswith("vocab.") for name in arrays)
+    assert gramc.from_bytes(container.pack(meta, arrays), SYNTH).has_unique
     for bad in ({"root": 5, "nodes": []}, {"root": 0, "nodes": [{"u": True}]}, "x",
                 {"root": 0, "nodes": [{"u": True, "p": [3], "r": -1, "k": {}, "a": -1}]}):
         with pytest.raises(ArtifactFormatError):

@@ -43,6 +43,60 @@ def pack_rows(indptr: np.ndarray, token_ids: np.ndarray, vocab_size: int) -> np.
     return out
 
 
+def sparse_rows(rows: np.ndarray, vocab_size: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Packed rows as ``(indptr, ids, complement)``: row ``i`` lists its set ids, or, where
+    ``complement[i]``, the ids of ``[0, vocab_size)`` it leaves out (whichever are fewer),
+    ascending. Most grammar rows allow a handful of tokens or all but a handful, so this is
+    a fraction of the packed rows' size (see :func:`expand_sparse_row`)."""
+    if not len(rows):
+        return np.zeros(1, np.int64), np.zeros(0, np.int32), np.zeros(0, bool)
+    bits = np.unpackbits(rows.view(np.uint8), axis=1, bitorder="little")[:, :vocab_size].view(bool)
+    complement = bits.sum(axis=1) > vocab_size // 2
+    bits ^= complement[:, None]
+    row, ids = np.nonzero(bits)
+    indptr = np.concatenate([[0], np.cumsum(np.bincount(row, minlength=len(rows)))]).astype(np.int64)
+    return indptr, ids.astype(np.int32), complement
+
+
+def expand_sparse_row(ids: np.ndarray, complement: bool, vocab_size: int) -> np.ndarray:
+    """The packed row of one :func:`sparse_rows` row (``ids`` distinct, in ``[0, vocab_size)``)."""
+    words = np.zeros(n_words(vocab_size), dtype=np.uint32)
+    if complement:
+        words[:] = 0xFFFFFFFF
+        if vocab_size % 32:  # ids at or past the vocabulary size are never allowed
+            words[-1] = np.uint32((1 << (vocab_size % 32)) - 1)
+    ids = ids.astype(np.int64)
+    (np.bitwise_xor if complement else np.bitwise_or).at(
+        words, ids >> 5, np.left_shift(np.uint32(1), (ids & 31).astype(np.uint32)))
+    return words
+
+
+class SparseRows:
+    """Packed rows kept in the :func:`sparse_rows` form, each expanded on first use and kept:
+    what a loaded artifact's node rows are, so that loading it costs their ids, not
+    ``rows x ceil(V / 32)`` words. Indexed like the ``uint32 [K, W]`` array it stands for:
+    by a row number (a read-only row) or an array of them (a new ``[n, W]`` array)."""
+
+    def __init__(self, indptr: np.ndarray, ids: np.ndarray, complement: np.ndarray, vocab_size: int):
+        self.indptr, self.ids, self.complement, self.vocab_size = indptr, ids, complement, vocab_size
+        self.shape = (len(complement), n_words(vocab_size))
+        self._rows: list[np.ndarray | None] = [None] * len(complement)
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    def __getitem__(self, i) -> np.ndarray:
+        if not isinstance(i, (int, np.integer)):
+            return np.array([self[int(k)] for k in np.asarray(i).reshape(-1)], dtype=np.uint32).reshape(-1, self.shape[1])
+        row = self._rows[i]
+        if row is None:
+            row = expand_sparse_row(self.ids[self.indptr[i] : self.indptr[i + 1]], bool(self.complement[i]),
+                                    self.vocab_size)
+            row.flags.writeable = False
+            self._rows[i] = row
+        return row
+
+
 def distinct_rows(indptr: np.ndarray, token_ids: np.ndarray, tags: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Group equal CSR rows: ``(row_of, reps)`` with ``row_of[i]`` the group of row ``i`` and
     ``reps[g]`` the first row of group ``g``. Rows are equal when their ids (in stored order)

@@ -199,9 +199,8 @@ class GramcProcessorCore:
 
         limits = self.runtime_limits
         if kind == "artifact":
-            art = gramc.load(value, runtime_limits=limits)
-            if art.vocab is None:
-                art = art.bind(self.vocab(), runtime_limits=limits)
+            # bound here if unbound; a bound one must have the model's fingerprint
+            art = gramc.load(value, vocab=self.vocab(), runtime_limits=limits)
         else:
             art = gramc.compile(value, format=kind, vocab=self.vocab(), runtime_limits=limits)
         with self._lock:

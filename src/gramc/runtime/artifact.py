@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -27,6 +28,11 @@ ARTIFACT_VERSION = 1
 #: (``source.unique``, enforced by the matcher: :mod:`gramc.runtime.unique`); a reader that
 #: does not know it refuses the file rather than serve masks that allow duplicates.
 UNIQUE_ARTIFACT_VERSION = 4
+#: The layout of a bound artifact whose masks read token bytes (``pda``, ``counted``, and
+#: ``dfa`` with a ``uniqueItems`` plan): the vocabulary is bound by fingerprint only, its bytes
+#: are not stored (a decoder holding hundreds of artifacts of one model reads them once), and
+#: a ``pda`` artifact stores its node rows sparse (docs/format/gmask-v1.md, 11.8).
+FINGERPRINT_ARTIFACT_VERSION = 5
 
 
 @dataclass(frozen=True)
@@ -62,6 +68,10 @@ class Artifact(ABC):
     """
 
     kind: ClassVar[str]
+    #: The layout version of this kind's own sections, before layouts 4 and 5.
+    layout: ClassVar[int] = ARTIFACT_VERSION
+    #: Do this kind's masks read the vocabulary's token bytes (then a bound one is layout 5)?
+    reads_token_bytes: ClassVar[bool] = False
     meta: dict[str, Any]
     vocab: VocabInfo | None
     _table: Any
@@ -106,6 +116,9 @@ class Artifact(ABC):
         vocab = load_vocab(vocab)
         if self.vocab is not None:
             check_vocab(self.vocab, vocab)
+            attach = self.__dict__.pop("_attach", None)
+            if attach is not None:
+                attach(vocab, runtime_limits or DEFAULT_RUNTIME_LIMITS)
             if runtime_limits is not None:
                 self._table.set_limits(runtime_limits)
             return self
@@ -120,9 +133,29 @@ class Artifact(ABC):
 
         return {**self.token_table.cache_stats(), **budget_stats(self.token_table)}
 
+    def _await_vocab(self, attach: Callable[[Vocab, RuntimeLimits], None]) -> None:
+        """Leave this loaded artifact waiting for the vocabulary it binds by fingerprint (its
+        file does not store the token bytes, and none was given or known): ``attach(vocab,
+        runtime_limits)`` completes it in :meth:`bind`; until then it can be described, not
+        matched."""
+        self.__dict__["_attach"] = attach
+
+    @property
+    def awaits_vocab(self) -> bool:
+        """Was this artifact loaded without the token bytes its masks read (see :meth:`bind`)?"""
+        return "_attach" in self.__dict__
+
+    def _vocab_needed(self) -> VocabularyError:
+        assert self.vocab is not None
+        return VocabularyError(
+            f"this artifact binds the vocabulary {self.vocab.name!r} ({self.vocab.size} tokens, "
+            f"fingerprint {self.vocab.fingerprint[:16]}…) by fingerprint and does not store its "
+            f"token bytes: pass that vocabulary, gramc.load(path, vocab=...) or artifact.bind(vocab)"
+        )
+
     @property
     def is_bound(self) -> bool:
-        return self._table is not None
+        return self._table is not None and not self.awaits_vocab
 
     @property
     def is_lazy(self) -> bool:
@@ -131,6 +164,8 @@ class Artifact(ABC):
     @property
     def token_table(self):
         """The per-state (DFA) or per-node (PDA) token tables; raises when unbound."""
+        if self.awaits_vocab:
+            raise self._vocab_needed()
         if self._table is None:
             raise VocabularyError(
                 "this artifact is not bound to a vocabulary: call artifact.bind(vocab) "
@@ -182,9 +217,15 @@ class Artifact(ABC):
                 Plan(self.meta["unique"]), vocab.tokens, frozenset(vocab.special_ids))
         return check
 
+    def _layout(self) -> int:
+        """The layout version this artifact is written in (docs/format/gmask-v1.md, 11)."""
+        if self.vocab is not None and (self.reads_token_bytes or self.has_unique):
+            return FINGERPRINT_ARTIFACT_VERSION
+        return UNIQUE_ARTIFACT_VERSION if self.has_unique else self.layout
+
     def _header(self, automaton: dict) -> dict:
         return {
-            "artifact_version": UNIQUE_ARTIFACT_VERSION if self.has_unique else ARTIFACT_VERSION,
+            "artifact_version": self._layout(),
             "kind": self.kind,
             "source": self.meta,
             self.kind: automaton,
@@ -223,4 +264,5 @@ def check_vocab(info: VocabInfo, vocab: Vocab) -> None:
         )
 
 
-__all__ = ["Artifact", "VocabInfo", "check_vocab", "ARTIFACT_VERSION", "UNIQUE_ARTIFACT_VERSION"]
+__all__ = ["Artifact", "VocabInfo", "check_vocab", "ARTIFACT_VERSION", "UNIQUE_ARTIFACT_VERSION",
+           "FINGERPRINT_ARTIFACT_VERSION"]

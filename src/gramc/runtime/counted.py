@@ -35,10 +35,10 @@ from gramc.runtime.cache import LRUCache
 from gramc.runtime.artifact import Artifact, VocabInfo
 from gramc.bitmask import n_words, set_bits, unpack_row
 from gramc.runtime.matcher import DFAMatcher
-from gramc.runtime.vocab_bytes import vocab_arrays
 from gramc.vocab import Vocab
 
-#: Artifact layout version of counted artifacts (layout 1 plus the ``counted`` kind).
+#: Artifact layout version of unbound counted artifacts (layout 1 plus the ``counted`` kind;
+#: bound ones are layout 5).
 COUNTED_ARTIFACT_VERSION = 2
 
 
@@ -300,8 +300,8 @@ class CountedDFAMatcher(DFAMatcher):
 class CountedArtifact(Artifact):
     """A compiled regular grammar with counted repetitions, bound to a vocabulary or not.
 
-    Bound, it stores the vocabulary's token bytes as a PDA artifact does: counter-state masks
-    are made at run time, by walking the tokens."""
+    Counter-state masks are made at run time, by walking the tokens, so a bound one reads the
+    vocabulary's token bytes, and binds it by fingerprint as a PDA artifact does (layout 5)."""
 
     cdfa: CountedDFA
     meta: dict[str, Any]
@@ -309,6 +309,8 @@ class CountedArtifact(Artifact):
     _table: CountedTokenTable | None = field(default=None, repr=False)
 
     kind = "counted"
+    layout = COUNTED_ARTIFACT_VERSION
+    reads_token_bytes = True
 
     @classmethod
     def bound(cls, cdfa: CountedDFA, meta: dict, vocab: Vocab, *, lazy: bool = False,
@@ -331,10 +333,6 @@ class CountedArtifact(Artifact):
     def _matcher_class(self):
         return CountedDFAMatcher
 
-    def _header(self, automaton: dict) -> dict:
-        header = super()._header(automaton)
-        return header if self.has_unique else {**header, "artifact_version": COUNTED_ARTIFACT_VERSION}
-
     def to_arrays(self) -> tuple[dict, dict[str, np.ndarray]]:
         """The container metadata and arrays (a lazy table binds its outer states first)."""
         cdfa = self.cdfa
@@ -342,9 +340,8 @@ class CountedArtifact(Artifact):
                              "item_starts": [int(item.start) for item in cdfa.items]})
         stored = cdfa.arrays()
         arrays = {(f"counted.{k}" if k in COUNTED_ARRAYS else f"dfa.{k}"): v for k, v in stored.items()}
-        if self._table is not None:
-            arrays.update(self._table.all_rows().stored())
-            arrays.update(vocab_arrays(self._table.vocab))
+        if self.vocab is not None:
+            arrays.update(self.token_table.all_rows().stored())  # raises while it awaits its vocabulary
         return meta, arrays
 
     def describe(self) -> dict[str, Any]:

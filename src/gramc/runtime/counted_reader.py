@@ -2,8 +2,8 @@
 
 The outer DFA (``dfa.*``, as a DFA artifact's, its calls counted as edges), the counted
 section (``counted.*``: which state calls which counter, where it returns, the items' own
-DFAs and their bounds) and, when bound, the outer states' token rows (``tokens.*``) and the
-vocabulary's token bytes (``vocab.*``). Every call must read unambiguously, as the compiler
+DFAs and their bounds) and, when bound, the outer states' token rows (``tokens.*``; layouts
+2 and 4 also stored the vocabulary's token bytes, ``vocab.*``). Every call must read unambiguously, as the compiler
 guarantees, or masks would be wrong.
 """
 
@@ -14,11 +14,12 @@ import numpy as np
 from gramc.automata.counted import MAX_COUNTED_STATES, CountedDFA, item_is_countable, unambiguous
 from gramc.automata.tables import DEAD, DFATable
 from gramc.formats.limits import ReadLimits
-from gramc.runtime.artifact import VocabInfo
+from gramc.limits import RuntimeLimits
+from gramc.runtime.artifact import FINGERPRINT_ARTIFACT_VERSION, VocabInfo
 from gramc.runtime.counted import COUNTED_ARRAYS, CountedArtifact, CountedTokenTable
 from gramc.runtime.dfa_reader import DFA_ARRAYS, TOKEN_ARRAYS, check_coreachable, check_derived_rows, read_dfa, read_rows
 from gramc.runtime.validate import check_arrays, get_field, in_range, no_extra, require
-from gramc.runtime.vocab_bytes import VOCAB_BYTES_ARRAYS, read_token_bytes
+from gramc.runtime.vocab_bytes import VOCAB_BYTES_ARRAYS, bound_vocab, read_token_bytes
 from gramc.vocab import Vocab
 
 
@@ -30,7 +31,8 @@ def read_payload(meta: dict, arrays: dict, source: dict, info: VocabInfo | None,
     them."""
 
     spec = {f"counted.{k}": v for k, v in COUNTED_ARRAYS.items()}
-    no_extra(arrays, DFA_ARRAYS, spec, {**TOKEN_ARRAYS, **VOCAB_BYTES_ARRAYS} if info else {})
+    stored_bytes = VOCAB_BYTES_ARRAYS if meta.get("artifact_version") != FINGERPRINT_ARTIFACT_VERSION else {}
+    no_extra(arrays, DFA_ARRAYS, spec, {**TOKEN_ARRAYS, **stored_bytes} if info else {})
     check_arrays(arrays, DFA_ARRAYS)
     check_arrays(arrays, spec)
     section = get_field(meta, "counted", dict)
@@ -75,7 +77,15 @@ def read_payload(meta: dict, arrays: dict, source: dict, info: VocabInfo | None,
     if info is None:
         return CountedArtifact(cdfa, source)
     check_derived_rows(n_outer, info.size, limits)
-    vocab = read_token_bytes(arrays, info, vocab)
+    stores_bytes = meta["artifact_version"] != FINGERPRINT_ARTIFACT_VERSION
+    known = read_token_bytes(arrays, info, vocab) if stores_bytes else bound_vocab(info, vocab)
     rows = read_rows(arrays, n_outer, info.size, cdfa.n_states)
-    table = CountedTokenTable(cdfa, vocab, rows)
-    return CountedArtifact(cdfa, source, info, table)
+    if known is not None:
+        return CountedArtifact(cdfa, source, info, CountedTokenTable(cdfa, known, rows))
+    art = CountedArtifact(cdfa, source, info)
+
+    def attach(vocab: Vocab, limits: RuntimeLimits) -> None:
+        art._table = CountedTokenTable(cdfa, vocab, rows, limits=limits)
+
+    art._await_vocab(attach)
+    return art

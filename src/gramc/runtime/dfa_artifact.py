@@ -20,7 +20,6 @@ from gramc.errors import VocabularyError
 from gramc.limits import DEFAULT_LIMITS, DEFAULT_RUNTIME_LIMITS, Deadline, Limits, RuntimeLimits
 from gramc.runtime.artifact import Artifact, VocabInfo
 from gramc.runtime.token_table import TokenTable
-from gramc.runtime.vocab_bytes import vocab_arrays
 from gramc.vocab import Vocab
 
 
@@ -80,14 +79,12 @@ class DFAArtifact(Artifact):
         arrays = {f"dfa.{k}": v for k, v in self.dfa.arrays().items()}
         if self._table is not None:
             arrays.update(self._table.all_rows().stored())
-            if self._tokens is not None:
-                arrays.update(vocab_arrays(self._tokens))
         return meta, arrays
 
     def token_vocab(self) -> Vocab:
         """The token bytes a ``uniqueItems`` plan reads (stored with such an artifact only)."""
         if self._tokens is None:
-            _ = self.token_table  # raises for an unbound artifact
+            _ = self.token_table  # raises for an unbound artifact, or one that awaits its vocabulary
             raise VocabularyError("this DFA artifact keeps no token bytes (it has no uniqueItems plan)")
         return self._tokens
 

@@ -13,10 +13,11 @@ from gramc.automata.bind import TokenRows
 from gramc.automata.tables import DEAD, DFATable
 from gramc.bitmask import n_words
 from gramc.formats.limits import ReadLimits
-from gramc.runtime.artifact import VocabInfo
+from gramc.limits import RuntimeLimits
+from gramc.runtime.artifact import FINGERPRINT_ARTIFACT_VERSION, VocabInfo
 from gramc.runtime.dfa_artifact import DFAArtifact
 from gramc.runtime.token_table import TokenTable, distinct_token_rows
-from gramc.runtime.vocab_bytes import VOCAB_BYTES_ARRAYS, read_token_bytes
+from gramc.runtime.vocab_bytes import VOCAB_BYTES_ARRAYS, bound_vocab, read_token_bytes
 from gramc.vocab import Vocab
 from gramc.runtime.validate import (NARROW_FRONTIER, check_arrays, get_field, grouped, in_range, members, no_extra,
                                     require)
@@ -38,10 +39,12 @@ TOKEN_ARRAYS = {
 def read_payload(meta: dict, arrays: dict, source: dict, info: VocabInfo | None,
                  limits: ReadLimits, vocab: object = None) -> DFAArtifact:
     """The DFA artifact of a container whose header :mod:`gramc.runtime.reader` has checked
-    (``vocab`` is not needed: a DFA artifact's rows are all it uses)."""
+    (``vocab`` is not needed: a DFA artifact's rows are all it uses, but for a ``uniqueItems``
+    plan's, which reads token bytes: layout 5 binds them by fingerprint, layout 4 stored them)."""
     dfa = read_dfa(meta, arrays)
-    keeps_tokens = info is not None and "unique" in source  # a uniqueItems plan reads token bytes
-    no_extra(arrays, DFA_ARRAYS, TOKEN_ARRAYS if info else {}, VOCAB_BYTES_ARRAYS if keeps_tokens else {})
+    reads_tokens = info is not None and "unique" in source  # a uniqueItems plan reads token bytes
+    stores_bytes = reads_tokens and meta.get("artifact_version") != FINGERPRINT_ARTIFACT_VERSION  # layout 4
+    no_extra(arrays, DFA_ARRAYS, TOKEN_ARRAYS if info else {}, VOCAB_BYTES_ARRAYS if stores_bytes else {})
     if info is None:
         return DFAArtifact(dfa, source)
     in_range("dfa.token_ids", dfa.token_ids, 0, info.size)
@@ -49,8 +52,16 @@ def read_payload(meta: dict, arrays: dict, source: dict, info: VocabInfo | None,
     distinct = distinct_token_rows(dfa, rows)
     check_derived_rows(len(distinct[1]), info.size, limits, "distinct token rows")
     table = TokenTable.eager(dfa, rows, info.size, info.eos_ids, distinct=distinct)
-    tokens = read_token_bytes(arrays, info, vocab if isinstance(vocab, Vocab) else None) if keeps_tokens else None
-    return DFAArtifact(dfa, source, info, table, tokens)
+    known = vocab if isinstance(vocab, Vocab) else None
+    tokens = read_token_bytes(arrays, info, known) if stores_bytes else bound_vocab(info, known) if reads_tokens \
+        else None
+    art = DFAArtifact(dfa, source, info, table, tokens)
+    if reads_tokens and tokens is None:
+        def attach(vocab: Vocab, limits: RuntimeLimits) -> None:
+            art._tokens = vocab
+
+        art._await_vocab(attach)
+    return art
 
 
 def check_derived_rows(n_rows: int, vocab_size: int, limits: ReadLimits, what: str = "states") -> None:

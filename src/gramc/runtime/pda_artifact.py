@@ -1,9 +1,9 @@
 """PDA artifacts: compiled context-free grammars, bound to a vocabulary or not.
 
-A bound PDA artifact also stores the vocabulary's token bytes: the runtime needs them to
-check the few stack-dependent tokens and to spell forced tokens, and a decoder should not need
-the tokenizer files to use an artifact. The stored bytes are checked against the recorded
-vocabulary fingerprint when the file is read.
+The runtime reads the vocabulary's token bytes (to check the few stack-dependent tokens and to
+spell forced tokens), but a bound PDA artifact binds its vocabulary by fingerprint only
+(layout 5): the decoder passes its vocabulary to ``gramc.load``, and hundreds of artifacts of
+one model share it. Files of layouts 1 and 3 stored the bytes; they are still read.
 """
 
 from __future__ import annotations
@@ -16,16 +16,18 @@ import numpy as np
 from gramc.automata.pda_bind import DEFAULT_DEPTH, NodeTokens, bind_nodes, expand, reading_order
 from gramc.automata.pda_table import PDATable
 from gramc.automata.trie import trie_for
+from gramc.bitmask import sparse_rows
 from gramc.limits import DEFAULT_LIMITS, DEFAULT_RUNTIME_LIMITS, Deadline, Limits, RuntimeLimits
 from gramc.runtime.artifact import Artifact, VocabInfo
+from gramc.runtime.pda_finish import Edges, finish_ranks
 from gramc.runtime.pda_tokens import PDATokenTable
-from gramc.runtime.vocab_bytes import vocab_arrays
 from gramc.vocab import Vocab
 
 
-#: Artifact layout version of PDA artifacts: layout 3 stores each distinct node row once
-#: (``nodes.rows`` and ``nodes.row_of``, docs/format/gmask-v1.md 11.5); layout 1 files, one
-#: row per node (``nodes.accepted``), are still read.
+#: Artifact layout version of unbound PDA artifacts (bound ones are layout 5, see
+#: :data:`~gramc.runtime.artifact.FINGERPRINT_ARTIFACT_VERSION`): layout 3 stores each
+#: distinct node row once (``nodes.rows`` and ``nodes.row_of``, docs/format/gmask-v1.md 11.5);
+#: layout 1 files, one row per node (``nodes.accepted``), are still read.
 PDA_ARTIFACT_VERSION = 3
 
 
@@ -47,6 +49,8 @@ class PDAArtifact(Artifact):
     depth: int = DEFAULT_DEPTH
 
     kind = "pda"
+    layout = PDA_ARTIFACT_VERSION
+    reads_token_bytes = True
 
     @classmethod
     def bound(cls, pda: PDATable, meta: dict, vocab: Vocab, *, lazy: bool = False,
@@ -65,10 +69,6 @@ class PDAArtifact(Artifact):
         table = PDATokenTable(pda, vocab, nodes, depth, runtime_limits)
         return cls(pda, meta, VocabInfo.of(vocab), table, depth)
 
-    def _header(self, automaton: dict) -> dict:
-        header = super()._header(automaton)
-        return header if self.has_unique else {**header, "artifact_version": PDA_ARTIFACT_VERSION}
-
     def _unbound_copy_args(self) -> tuple[Any, dict]:
         return (self.pda, self.meta)
 
@@ -86,16 +86,21 @@ class PDAArtifact(Artifact):
         meta = self._header({"start_rule": int(self.pda.start_rule),
                              "rule_names": list(self.pda.rule_names), "depth": self.depth})
         arrays = {f"pda.{k}": v for k, v in self.pda.arrays().items()}
-        if self._table is not None:
-            t = self._table
+        if self.vocab is not None:
+            t = self.token_table  # raises while it awaits its vocabulary
             nodes = eager_rows(self.pda, t.trie, self.depth) if t.stored is None else t.stored
             rows, row_of = nodes.distinct()
+            indptr, ids, complement = sparse_rows(rows, t.vocab_size)
+            pda = self.pda
+            ranks = finish_ranks(Edges(pda.delta, pda.call_base), pda.accept, pda.node_rule, pda.rule_start)
             arrays.update({
-                "nodes.rows": rows.astype(np.uint32),
+                "pda.finish_rank": ranks,
+                "nodes.row_indptr": indptr,
+                "nodes.row_ids": ids,
+                "nodes.row_complement": complement,
                 "nodes.row_of": row_of.astype(np.int32),
                 "nodes.unc_indptr": nodes.unc_indptr.astype(np.int64),
                 "nodes.unc_ids": nodes.unc_ids.astype(np.int32),
-                **vocab_arrays(t.vocab),
             })
         return meta, arrays
 
@@ -139,7 +144,16 @@ def eager_rows(pda: PDATable, trie, depth: int, limits: Limits = DEFAULT_LIMITS,
 
 def pda_from_parts(pda: PDATable, source: dict, depth: int, info: VocabInfo | None,
                    nodes: NodeTokens | None, vocab: Vocab | None) -> PDAArtifact:
-    """An artifact from checked container parts (see :mod:`gramc.runtime.pda_reader`)."""
-    if info is None or vocab is None:
+    """An artifact from checked container parts (see :mod:`gramc.runtime.pda_reader`); a
+    bound one without ``vocab`` awaits it (:meth:`~gramc.runtime.artifact.Artifact.bind`)."""
+    if info is None:
         return PDAArtifact(pda, source, None, None, depth)
-    return PDAArtifact(pda, source, info, PDATokenTable(pda, vocab, nodes, depth), depth)
+    if vocab is not None:
+        return PDAArtifact(pda, source, info, PDATokenTable(pda, vocab, nodes, depth), depth)
+    art = PDAArtifact(pda, source, info, None, depth)
+
+    def attach(vocab: Vocab, limits: RuntimeLimits) -> None:
+        art._table = PDATokenTable(pda, vocab, nodes, depth, limits)
+
+    art._await_vocab(attach)
+    return art

@@ -16,14 +16,15 @@ from gramc.errors import ArtifactFormatError, ArtifactVersionError, VocabularyEr
 from gramc.formats import container
 from gramc.formats.limits import DEFAULT_READ_LIMITS, ReadLimits
 from gramc.limits import RuntimeLimits
-from gramc.runtime.artifact import Artifact, VocabInfo, check_vocab
+from gramc.runtime.artifact import Artifact, VocabInfo
 from gramc.runtime.validate import get_field, require
 from gramc.vocab import Vocab, load_vocab
 
 #: Layout 2 adds the ``counted`` kind (docs/format/gmask-v1.md, 11.6), layout 3 stores a
-#: ``pda`` artifact's distinct node rows once (11.5); ``dfa`` files are still written as
-#: layout 1.
-SUPPORTED_ARTIFACT_VERSIONS = (1, 2, 3, 4)
+#: ``pda`` artifact's distinct node rows once (11.5), layout 4 a ``uniqueItems`` plan (11.7),
+#: layout 5 binds the vocabulary by fingerprint only (11.8); ``dfa`` files without a plan are
+#: still written as layout 1.
+SUPPORTED_ARTIFACT_VERSIONS = (1, 2, 3, 4, 5)
 
 #: The payload reader of each artifact kind: a module whose ``read_payload(meta, arrays,
 #: source, info, limits, vocab)`` returns the artifact (``vocab``: the decoder's vocabulary,
@@ -77,10 +78,10 @@ def _from_container(meta: dict, arrays: dict, vocab, verify: bool, limits: ReadL
     art = read_artifact(meta, arrays, limits, vocab_obj)
     if art.vocab is None:
         return art.bind(vocab_obj, lazy=lazy, runtime_limits=runtime_limits) if vocab_obj is not None else art
-    if runtime_limits is not None:
+    if vocab_obj is not None:  # checks the fingerprint; completes an artifact that awaits it
+        art.bind(vocab_obj, runtime_limits=runtime_limits)
+    elif runtime_limits is not None and art.is_bound:
         art.token_table.set_limits(runtime_limits)
-    if vocab_obj is not None:
-        check_vocab(art.vocab, vocab_obj)
     if verify:
         if vocab_obj is None:
             raise VocabularyError("verify=True needs the vocabulary the artifact was bound to")
@@ -103,14 +104,19 @@ def read_artifact(meta: dict, arrays: dict, limits: ReadLimits = DEFAULT_READ_LI
     kind = get_field(meta, "kind", str)
     require(kind in PAYLOAD_READERS, f"unknown artifact kind {kind!r} (this gramc reads "
             f"{' and '.join(map(repr, PAYLOAD_READERS))})")
-    require(kind != "counted" or version in (2, 4), "the 'counted' kind needs artifact layout 2 (or 4)")
+    require(kind != "counted" or version in (2, 4, 5), "the 'counted' kind needs artifact layout 2 (or 4, 5)")
     require(kind == "pda" or version != 3, f"artifact layout 3 has no {kind!r} kind")
     source = get_field(meta, "source", dict)
-    require(("unique" in source) == (version == 4),
-            "artifact layout 4 is exactly the layout of an artifact with a uniqueItems plan (source.unique)")
-    if version == 4:
+    if version == 5:
+        require(kind != "dfa" or "unique" in source,
+                "artifact layout 5 has no 'dfa' kind without a uniqueItems plan (it reads no token bytes)")
+    else:
+        require(("unique" in source) == (version == 4),
+                "artifact layout 4 is exactly the layout of an artifact with a uniqueItems plan (source.unique)")
+    if "unique" in source:
         _check_plan(source["unique"])
     info = _read_vocab(meta, limits)
+    require(version != 5 or info is not None, "artifact layout 5 is the layout of a bound artifact (metadata.vocab)")
     return import_module(PAYLOAD_READERS[kind]).read_payload(meta, arrays, source, info, limits, vocab)
 
 

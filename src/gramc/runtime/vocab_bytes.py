@@ -1,12 +1,13 @@
-"""The vocabulary as stored by artifacts whose masks walk tokens at run time (``vocab.*``).
+"""The vocabulary of artifacts whose masks read token bytes at run time (PDA, counted, and
+DFA with a ``uniqueItems`` plan).
 
-PDA and counted artifacts store every token's bytes, so that a decoder can use one without
-the tokenizer files. Written by :func:`vocab_arrays`, read back by :func:`read_token_bytes`,
-which checks the bytes against the recorded fingerprint. When the decoder passes its own
-vocabulary and the stored bytes equal that vocabulary's stored form (a comparison of three
-arrays), the artifact shares the decoder's :class:`~gramc.vocab.Vocab`, and with it the
-token trie: hundreds of artifacts of one model then hold one copy of the vocabulary, and
-loading one costs no per-token work.
+Layout 5 binds it by fingerprint only (:func:`bound_vocab`): the decoder's vocabulary when
+its fingerprint is the recorded one, else one this process knows by that fingerprint, else
+none (the artifact then awaits it). Hundreds of artifacts of one model so share one
+:class:`~gramc.vocab.Vocab`, and with it the token trie, and loading one costs no per-token
+work. Layouts up to 4 stored every token's bytes (``vocab.*``), read back by
+:func:`read_token_bytes`, which checks them against the recorded fingerprint and shares the
+decoder's vocabulary where they are its bytes.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import numpy as np
 
 from gramc.runtime.cache import LRUCache
 from gramc.runtime.validate import ArraySpec, check_arrays, in_range, require
-from gramc.vocab import Vocab
+from gramc.vocab import Vocab, known_vocab
 
 #: The arrays of the stored vocabulary: all token bytes back to back, each token's length
 #: (uint16: small, compresses well), the special ids.
@@ -63,6 +64,20 @@ def unpack_tokens(blob: np.ndarray, lengths: np.ndarray) -> list[bytes]:
     data = blob.tobytes()
     bounds = [0] + np.cumsum(lengths, dtype=np.int64).tolist()
     return [data[a:b] for a, b in zip(bounds, bounds[1:])]
+
+
+def bound_vocab(info: Any, known: Vocab | None = None) -> Vocab | None:
+    """The vocabulary a layout-5 artifact binds by ``info``'s fingerprint: ``known`` (the
+    decoder's) when it has it, else one this process knows (:func:`~gramc.vocab.known_vocab`),
+    else None. A vocabulary of that fingerprint must agree with the header on its size and
+    EOS ids, which the artifact's rows were checked against."""
+    vocab = known if known is not None and known.fingerprint == info.fingerprint else \
+        known_vocab(info.fingerprint, info.name) if known is None else None
+    if vocab is not None:
+        require(vocab.size == info.size and tuple(vocab.eos_ids) == tuple(info.eos_ids),
+                f"metadata.vocab says {info.size} tokens and EOS {list(info.eos_ids)[:8]}, the vocabulary with "
+                f"its fingerprint has {vocab.size} and {list(vocab.eos_ids)[:8]}")
+    return vocab
 
 
 def read_token_bytes(arrays: dict, info: Any, known: Vocab | None = None) -> Vocab:

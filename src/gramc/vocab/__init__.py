@@ -11,6 +11,6 @@ Loaders (``Vocab.from_*``) live in one module per format; none of the third-part
 """
 
 from gramc.vocab.core import Vocab
-from gramc.vocab.load import clear_cache, load_vocab
+from gramc.vocab.load import clear_cache, known_vocab, load_vocab
 
-__all__ = ["Vocab", "clear_cache", "load_vocab"]
+__all__ = ["Vocab", "clear_cache", "known_vocab", "load_vocab"]

@@ -70,6 +70,21 @@ def load_vocab(spec: str | os.PathLike | Vocab) -> Vocab:
     return _cached((str(path), stat.st_mtime_ns, stat.st_size), lambda: loader(path))
 
 
+def known_vocab(fingerprint: str, name: str) -> Vocab | None:
+    """A vocabulary with ``fingerprint`` that needs no file: one :func:`load_vocab` has loaded
+    in this process (while cached), else the bundled one called ``name``, else None. What a
+    loaded artifact that binds its vocabulary by fingerprint uses when none is given."""
+    with _lock:
+        for vocab in reversed(_cache.values()):
+            if vocab.fingerprint == fingerprint:
+                return vocab
+    from gramc.vocab.bundled import BUNDLED_NAMES, load_bundled
+
+    if name in BUNDLED_NAMES and load_bundled(name).fingerprint == fingerprint:
+        return load_bundled(name)
+    return None
+
+
 def clear_cache() -> None:
     """Forget every vocabulary :func:`load_vocab` has cached."""
     with _lock:
