@@ -82,6 +82,26 @@ def test_sample_outputs_match_the_regex(runner, ipv4_gmask):
     assert again.stdout == res.stdout  # seeded
 
 
+def test_sampling_binds_a_pda_artifact_to_the_vocabulary_it_names_by_fingerprint(tmp_path):
+    """A PDA artifact binds its vocabulary by fingerprint (layout 5): loaded without it, as
+    ``gramc sample`` loads, it awaits it; sampling with the vocabulary (``--vocab``) binds it
+    and samples through the grammar, and without one says to pass ``--vocab``."""
+    from gramc.cli.sampling import sample_texts
+
+    vocab = gramc.Vocab.from_list([b"(", b")", b"()", b"x", b"</s>"], special_ids=[4], eos_ids=[4], name="parens")
+    out = tmp_path / "p.gmask"
+    gramc.compile('root ::= "x" | "(" root ")"', format="gbnf", vocab=vocab).save(out)
+    assert gramc.load(out).awaits_vocab
+    with pytest.raises(gramc.VocabularyError, match="--vocab"):
+        list(sample_texts(gramc.load(out), None, 1, 0, 16))
+    samples = list(sample_texts(gramc.load(out), vocab, 8, 0, 16))
+    complete = [text for text, status in samples if status == "complete"]
+    assert complete, samples
+    for text in complete:
+        k = len(text) - len(text.lstrip("("))
+        assert text == "(" * k + "x" + ")" * k, text
+
+
 def test_check_ok_and_failure_position(runner, ipv4_gmask):
     ok = runner.invoke(main, ["check", str(ipv4_gmask), "-"], input="192.168.0.1\n")
     assert ok.exit_code == 0 and ok.stdout.startswith("ok")

@@ -50,7 +50,7 @@ def test_aot_records_and_verdicts(gpt2_bench):
     for name, schema in SCHEMAS.items():
         r = by_id[name]
         assert r["outcome"] == "passing", r
-        assert r["compile_s"] > 0 and r["load_ms"] > 0 and r["first_mask_ms"] > 0
+        assert r["compile_s"] > 0 and r["load_ms"] > 0 and r["load_cpu_ms"] > 0 and r["first_mask_ms"] > 0
         assert r["compile_peak_rss_mb"] > 0
         expected = gramc.compile(maskbench.json.dumps(schema), format="json_schema", vocab="gpt2").to_bytes()
         assert r["artifact_bytes"] == len(expected)
@@ -58,7 +58,7 @@ def test_aot_records_and_verdicts(gpt2_bench):
     assert {by_id[n]["kind"] for n in SCHEMAS} == {"dfa", "pda"}
 
     summary = maskbench.summarize(run, timed=True)
-    for key in ("compile_s", "compile_peak_rss_mb", "artifact_mb", "load_ms"):
+    for key in ("compile_s", "compile_peak_rss_mb", "artifact_mb", "load_ms", "load_cpu_ms"):
         assert summary[key]["n"] == len(SCHEMAS) and summary[key]["max"] >= summary[key]["p50"] > 0
     assert summary["commit_us"]["n"] == sum(len(r["commit_ns"]) for r in run["results"])
 
@@ -67,7 +67,7 @@ def test_aot_records_and_verdicts(gpt2_bench):
     data = maskbench.assemble(meta, [run], timed=True)
     assert "commit_ns" not in data["results"]["gramc-aot"][0]
     md = maskbench.markdown(data)
-    assert any(line.startswith("| gramc-aot | ") and line.count("|") == 14 for line in md.splitlines()), md
+    assert any(line.startswith("| gramc-aot | ") and line.count("|") == 17 for line in md.splitlines()), md
 
 
 def test_aot_rss_cap_is_a_compile_error(gpt2_bench):
@@ -76,4 +76,4 @@ def test_aot_rss_cap_is_a_compile_error(gpt2_bench):
     (r,) = run["results"]
     assert r["outcome"] == "compile error" and r["error_class"] == "MemoryCap", r
     assert r["compile_peak_rss_mb"] > 0.01 * 1024
-    assert "load_ms" not in r
+    assert "load_ms" not in r and "load_cpu_ms" not in r

@@ -32,6 +32,7 @@ def sample_texts(artifact: Artifact, vocab_spec: str | None, count: int, seed: i
     if artifact.vocab is None and vocab_spec:
         artifact = artifact.bind(vocab_spec)
     vocab = artifact_vocab(artifact, vocab_spec, "sampling")
+    artifact = artifact.bind(vocab)  # one loaded without the vocabulary it binds by fingerprint awaits it
     rng = np.random.default_rng(seed)
     eos = set(vocab.eos_ids)
     for _ in range(count):

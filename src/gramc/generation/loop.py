@@ -115,7 +115,7 @@ def generate(
             generated so far; ``scores`` is one row of logits, as wide as the model's output
             (wider than the vocabulary is fine: the extra ids are never allowed).
         vocab: the vocabulary the artifact was bound to, for ``text`` and stop sequences;
-            found automatically for bundled vocabularies and PDA artifacts.
+            found automatically for bundled vocabularies and PDA and counted artifacts.
         prompt: ids passed to ``logits_fn`` before the generated ones (never masked).
         max_tokens: generate at most this many tokens; once there, generation stops
             (``stop_reason="max_tokens"``, even where the output is complete) without
@@ -173,7 +173,8 @@ def resolve_token_bytes(matcher: Any, vocab: Vocab | str | None, required: bool 
     """The bytes of every token id of ``matcher``'s artifact, or None when unknown.
 
     ``vocab`` wins; else the artifact's recorded vocabulary when it loads by name (bundled
-    vocabularies) with the recorded fingerprint; else a PDA artifact's stored token bytes.
+    vocabularies) with the recorded fingerprint; else the token bytes of the vocabulary a PDA
+    or counted artifact's token table holds (the one it was loaded or bound with).
     """
     from gramc.vocab import load_vocab
 
