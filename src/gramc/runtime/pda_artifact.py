@@ -91,10 +91,10 @@ class PDAArtifact(Artifact):
             nodes = eager_rows(self.pda, t.trie, self.depth) if t.stored is None else t.stored
             rows, row_of = nodes.distinct()
             arrays.update({
-                "nodes.rows": rows.astype(np.uint32),
-                "nodes.row_of": row_of.astype(np.int32),
-                "nodes.unc_indptr": nodes.unc_indptr.astype(np.int64),
-                "nodes.unc_ids": nodes.unc_ids.astype(np.int32),
+                "nodes.rows": np.asarray(rows, dtype=np.uint32),  # no copies: a large table's
+                "nodes.row_of": np.asarray(row_of, dtype=np.int32),  # uncertain ids are 100s of MB
+                "nodes.unc_indptr": np.asarray(nodes.unc_indptr, dtype=np.int64),
+                "nodes.unc_ids": np.asarray(nodes.unc_ids, dtype=np.int32),
                 **vocab_arrays(t.vocab),
             })
         return meta, arrays
