@@ -250,6 +250,34 @@ def test_identical_inputs_give_identical_bytes():
     assert pack(reordered_meta, reordered_arrays) == pack(meta, arrays)
 
 
+def _pack_peak(meta, arrays) -> int:
+    """The peak of Python-allocated memory while ``pack`` runs."""
+    tracemalloc.start()
+    try:
+        pack(meta, arrays)
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def test_a_large_document_is_streamed_into_one_frame_without_copies(monkeypatch):
+    rng = np.random.default_rng(7)
+    arrays = {"delta": rng.integers(0, 40, (3000, 70)).astype(np.int32), "flags": rng.random(5000) > 0.5,
+              "swapped": rng.integers(0, 2**16, 999).astype(">u2"), "strided": np.arange(600, dtype=np.int64)[::3]}
+    meta = {"kind": "pda", "names": ["a", "b"]}
+    big = {"big": rng.integers(0, 4, 4 << 20).astype(np.uint8)}  # compresses about 4x
+    assert _pack_peak(meta, big) > 4 << 20  # one shot: the document is one contiguous copy
+    monkeypatch.setattr(container, "STREAM_ABOVE_BYTES", 1000)
+    streamed = pack(meta, arrays)
+    assert streamed == pack(meta, arrays)
+    got_meta, got = unpack(streamed)
+    assert got_meta == meta and set(got) == set(arrays)
+    for name, arr in arrays.items():
+        np.testing.assert_array_equal(got[name], arr)
+    # Streamed, only the frame's chunks and their join are allocated, not the array's bytes.
+    assert _pack_peak(meta, big) < 3 << 20
+
+
 @FAST
 @given(meta=_metas, arrays=_arrays, seed=st.integers(0, 2**32 - 1))
 def test_property_insertion_order_does_not_matter(meta, arrays, seed):

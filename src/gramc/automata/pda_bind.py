@@ -315,7 +315,8 @@ def bind_nodes(table: PDATable, trie: TokenTrie, nodes: np.ndarray, depth: int =
     x = expanded or expand(table, depth, deadline=deadline)
     nbc = table.n_byte_classes
     acc_parts: list[np.ndarray] = []
-    unc_rows: list[np.ndarray] = []
+    unc_parts: list[np.ndarray | None] = []  # per chunk, its nodes' uncertain ids one after another
+    counts: list[int] = []
     held = 0
     for lo in range(0, len(nodes), STATE_CHUNK):
         if deadline is not None:
@@ -337,20 +338,35 @@ def bind_nodes(table: PDATable, trie: TokenTrie, nodes: np.ndarray, depth: int =
             unc[np.ix_(root, table.token_ids)] = True
         unc &= ~accepted
         acc_parts.append(pack_dense(accepted))
-        unc_rows.extend(np.flatnonzero(u).astype(np.int32) for u in unc)
-        held += 4 * sum(len(u) for u in unc_rows[-len(chunk):])
+        unc_rows, unc_ids = np.nonzero(unc)  # row-major: each node's ids ascending, node after node
+        unc_parts.append(unc_ids.astype(np.int32))
+        counts.extend(np.bincount(unc_rows, minlength=len(chunk)).tolist())
+        held += 4 * len(unc_ids)
+        del unc_rows, unc_ids
         if fixed + 2 * held > limits.max_memory:
             done = lo + len(chunk)
             limits.check_memory(fixed + 2 * held * len(nodes) // done,
                                 f"the uncertain tokens of {len(nodes):,} PDA nodes, projected from the first {done:,}")
     accepted = np.concatenate(acc_parts) if acc_parts else np.zeros((0, n_words(V)), dtype=np.uint32)
-    counts = np.array([len(u) for u in unc_rows], dtype=np.int64)
-    ids = np.concatenate(unc_rows) if unc_rows else np.zeros(0, dtype=np.int32)
     return NodeTokens(
         accepted=accepted,
-        unc_indptr=np.concatenate([[0], np.cumsum(counts)]).astype(np.int64),
-        unc_ids=ids,
+        unc_indptr=np.concatenate([[0], np.cumsum(np.array(counts, dtype=np.int64))]).astype(np.int64),
+        unc_ids=_join_dropping(unc_parts, held // 4),
     )
+
+
+def _join_dropping(parts: list[np.ndarray | None], total: int) -> np.ndarray:
+    """The concatenation of ``parts`` (int32), each dropped once copied: the result's pages
+    are touched as it fills while the parts' are released, so a large node table's uncertain
+    ids (hundreds of MB on a big schema) are not held twice at the end of a binding."""
+    out = np.empty(total, dtype=np.int32)
+    at = 0
+    for i, part in enumerate(parts):
+        assert part is not None
+        out[at : at + len(part)] = part
+        at += len(part)
+        parts[i] = None
+    return out
 
 
 def _ranges_to_mask(rows, lo, hi, n_rows: int, trie: TokenTrie) -> np.ndarray:

@@ -345,9 +345,30 @@ def determinize(nfa: NFA, classes: np.ndarray, token_ids: list[int], n_calls: in
     """The canonical minimal DFA of ``nfa`` over fixed columns: (delta, accept, start);
     ``held``: bytes the caller keeps alive meanwhile, counted against ``max_memory``;
     ``what`` names the DFA in a limit's message."""
+    delta, accept, start, used = determinize_used(nfa, classes, token_ids, n_calls, limits, deadline, held, what)
+    n_cols = int(classes.max()) + 1 + len(token_ids) + n_calls
+    if len(used) == n_cols:
+        return delta, accept, start
+    full = np.zeros((len(delta), n_cols), dtype=np.int32)
+    full[:, used] = delta
+    return full, accept, start
+
+
+def determinize_used(nfa: NFA, classes: np.ndarray, token_ids: list[int], n_calls: int,
+                     limits: Limits, deadline: Deadline, held: int = 0,
+                     what: str = "the DFA") -> tuple[np.ndarray, np.ndarray, int, np.ndarray]:
+    """:func:`determinize` with only the columns some state takes: ``(delta[:, used],
+    accept, start, used)``. A PDA rule's table has a
+    column per rule and calls few of them: minimising and renumbering on the used columns
+    (the numbering only follows live edges, so it is the same) keeps their int64 temporaries
+    the rule's size, and the rule is held compact until the PDA's table is stacked."""
     delta, accept = _subset_construction(nfa, classes, token_ids, n_calls, limits, deadline, held, what)
+    used = np.flatnonzero(delta.any(axis=0))
+    if len(used) < delta.shape[1]:
+        delta = np.ascontiguousarray(delta[:, used])
     block = minimize(delta, accept, deadline)
-    return canonical(delta, accept, block, start=1)
+    delta, accept, start = canonical(delta, accept, block, start=1)
+    return delta, accept, start, used
 
 
 def build_dfa(grammar: Grammar, limits: Limits = DEFAULT_LIMITS, deadline: Deadline | None = None) -> DFATable:

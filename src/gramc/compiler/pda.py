@@ -12,7 +12,7 @@ import numpy as np
 
 from gramc.automata.pda_table import PDATable
 from gramc.automata.tables import DEAD
-from gramc.compiler.dfa import byte_classes, determinize, merge_byte_columns
+from gramc.compiler.dfa import byte_classes, determinize_used, merge_byte_columns
 from gramc.compiler.ir import Expr, Grammar, Ref, walk
 from gramc.compiler.nfa import build_nfa
 from gramc.compiler.passes import rewrite
@@ -109,31 +109,34 @@ def build_pda(grammar: Grammar, limits: Limits = DEFAULT_LIMITS, collapse: bool 
     classes = byte_classes({m for nfa in nfas for m in nfa.cls} - {0})
     token_ids = sorted({t for nfa in nfas for t in nfa.tok if t >= 0})
     parts = []
-    held = 0  # the rule DFAs built so far stay alive until they are stacked
+    held = 0  # the rule DFAs built so far stay alive (on their used columns) until stacked
     for name, nfa in zip(names, nfas):
-        parts.append(determinize(nfa, classes, token_ids, len(names), limits, deadline, held,
-                                 what=f"the DFA of rule {name!r}"))
+        parts.append(determinize_used(nfa, classes, token_ids, len(names), limits, deadline, held,
+                                      what=f"the DFA of rule {name!r}"))
         held += parts[-1][0].nbytes
-    n_nodes = 1 + sum(len(accept) - 1 for _, accept, _ in parts)
-    limits.check_memory(4 * n_nodes * parts[0][0].shape[1],
-                        f"the PDA node table of {n_nodes:,} nodes x {parts[0][0].shape[1]} columns")
-    return _stack(parts, classes, token_ids, tuple(names))
+    del nfas
+    n_cols = int(classes.max()) + 1 + len(token_ids) + len(names)
+    n_nodes = 1 + sum(len(accept) - 1 for _, accept, _, _ in parts)
+    limits.check_memory(4 * n_nodes * n_cols + held, f"the PDA node table of {n_nodes:,} nodes x {n_cols} columns")
+    return _stack(parts, n_cols, classes, token_ids, tuple(names))
 
 
-def _stack(parts, classes: np.ndarray, token_ids: list[int], names: tuple[str, ...]) -> PDATable:
-    """Put the rules' DFAs into one node space: node 0 dead, then each rule's live states."""
-    sizes = [len(accept) - 1 for _, accept, _ in parts]
+def _stack(parts, n_cols: int, classes: np.ndarray, token_ids: list[int], names: tuple[str, ...]) -> PDATable:
+    """Put the rules' DFAs (each on its used columns) into one node space of ``n_cols``
+    columns: node 0 dead, then each rule's live states. A part is dropped once copied."""
+    sizes = [len(accept) - 1 for _, accept, _, _ in parts]
     base = np.concatenate([[1], 1 + np.cumsum(sizes)[:-1]]).astype(np.int64)
     n_nodes = 1 + sum(sizes)
-    n_cols = parts[0][0].shape[1]
     delta = np.zeros((n_nodes, n_cols), dtype=np.int32)
     accept = np.zeros(n_nodes, dtype=bool)
     node_rule = np.full(n_nodes, -1, dtype=np.int32)
     rule_start = np.zeros(len(parts), dtype=np.int32)
-    for r, (d, acc, start) in enumerate(parts):
+    for r in range(len(parts)):
+        d, acc, start, used = parts[r]
+        parts[r] = None
         lo, hi = base[r], base[r] + sizes[r]
         local = d[1:]
-        delta[lo:hi] = np.where(local != DEAD, local + (lo - 1), DEAD)
+        delta[lo:hi, used] = np.where(local != DEAD, local + (lo - 1), DEAD)
         accept[lo:hi] = acc[1:]
         node_rule[lo:hi] = r
         rule_start[r] = lo + start - 1

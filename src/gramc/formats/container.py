@@ -77,6 +77,10 @@ _HASHED_PREFIX = 32  # the digest covers prefix bytes [0, 32) and the payload
 _ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 #: Fixed so that identical inputs give identical bytes (with the same libzstd).
 ZSTD_LEVEL = 9
+#: Documents larger than this are compressed as a stream of pieces (the arrays' own bytes)
+#: rather than from one contiguous copy: a 300 MB PDA artifact saved in one piece held two
+#: more copies of itself. Smaller ones keep the one-shot frame and the bytes they always had.
+STREAM_ABOVE_BYTES = 64 << 20
 _BIN_MAX = (1 << 32) - 1  # msgpack bin32 holds at most this many bytes
 
 #: numpy dtype strings an array may have, all little-endian (or byte-order free).
@@ -238,7 +242,8 @@ def _array_entry(name: str, arr: Any, limits: ReadLimits) -> dict[str, Any]:
     shape = list(arr.shape)
     if little.kind == "b":
         arr = np.not_equal(arr, False)  # canonical 0/1 bytes even for views of other data
-    data = np.ascontiguousarray(arr, dtype=little).tobytes(order="C")
+    # A byte view of the array, not a copy: pack() streams it into the compressor.
+    data = np.ascontiguousarray(arr, dtype=little).reshape(-1).view(np.uint8).data
     return {"data": data, "dtype": little.str, "shape": shape}
 
 
@@ -261,6 +266,32 @@ def _document(meta: Any, arrays: Any, limits: ReadLimits) -> dict[str, Any]:
         budget.spend(3)
         budget.spend(len(entries[name]["shape"]))
     return {"arrays": entries, "meta": _canonical(meta)}
+
+
+def _bin_header(n: int) -> bytes:
+    """The msgpack header of a ``bin`` of ``n`` bytes, in the smallest form (as packb writes it)."""
+    if n < 1 << 8:
+        return struct.pack(">BB", 0xC4, n)
+    if n < 1 << 16:
+        return struct.pack(">BH", 0xC5, n)
+    return struct.pack(">BI", 0xC6, n)
+
+
+def _msgpack_pieces(document: dict[str, Any]) -> list[bytes | memoryview]:
+    """``msgpack.packb(document)`` as a list of pieces whose concatenation is those bytes,
+    the arrays' data as views: a large artifact is compressed without two more copies of
+    its arrays (the bytes of each, then the whole document) alive beside it."""
+    packer = msgpack.Packer(use_bin_type=True, use_single_float=False, strict_types=True)
+    entries = document["arrays"]
+    pieces: list[bytes | memoryview] = [packer.pack_map_header(2), packer.pack("arrays"),
+                                        packer.pack_map_header(len(entries))]
+    for name, entry in entries.items():
+        data = entry["data"]
+        pieces += [packer.pack(name) + packer.pack_map_header(3) + packer.pack("data") + _bin_header(len(data)),
+                   data,
+                   packer.pack("dtype") + packer.pack(entry["dtype"]) + packer.pack("shape") + packer.pack(entry["shape"])]
+    pieces += [packer.pack("meta"), packer.pack(document["meta"])]
+    return pieces
 
 
 def pack(meta: dict, arrays: dict[str, np.ndarray]) -> bytes:
@@ -303,21 +334,26 @@ def pack(meta: dict, arrays: dict[str, np.ndarray]) -> bytes:
         document = _document(meta, arrays, limits)
     except _Problem as problem:
         raise problem.kind(str(problem)) from None
-    body = msgpack.packb(document, use_bin_type=True, use_single_float=False, strict_types=True)
-    if len(body) > limits.max_payload_bytes:
+    pieces = _msgpack_pieces(document)
+    body_size = sum(len(piece) for piece in pieces)
+    if body_size > limits.max_payload_bytes:
         raise ValueError(
-            f"document of {len(body)} bytes exceeds max_payload_bytes={limits.max_payload_bytes}"
+            f"document of {body_size} bytes exceeds max_payload_bytes={limits.max_payload_bytes}"
         )
     compressor = zstandard.ZstdCompressor(
         level=ZSTD_LEVEL, write_checksum=True, write_content_size=True, write_dict_id=False, threads=0
     )
-    frame = compressor.compress(body)
-    if len(body) > limits.max_compression_ratio * len(frame):
+    if body_size <= STREAM_ABOVE_BYTES:
+        frame = compressor.compress(b"".join(pieces))
+    else:  # the same frame format; zstd fed piece by piece cuts its blocks elsewhere
+        stream = compressor.compressobj(size=body_size)
+        frame = b"".join([*(stream.compress(piece) for piece in pieces), stream.flush()])
+    if body_size > limits.max_compression_ratio * len(frame):
         raise ValueError(
-            f"document of {len(body)} bytes compresses to {len(frame)}, over "
+            f"document of {body_size} bytes compresses to {len(frame)}, over "
             f"max_compression_ratio={limits.max_compression_ratio}: readers would refuse it"
         )
-    head = struct.pack("<4s4sHHIQQ", MAGIC, GUARD, *FORMAT_VERSION, 0, len(frame), len(body))
+    head = struct.pack("<4s4sHHIQQ", MAGIC, GUARD, *FORMAT_VERSION, 0, len(frame), body_size)
     digest = hashlib.sha256(head)
     digest.update(frame)
     return head + digest.digest() + frame

@@ -98,9 +98,9 @@ class PDAArtifact(Artifact):
                 "nodes.row_indptr": indptr,
                 "nodes.row_ids": ids,
                 "nodes.row_complement": complement,
-                "nodes.row_of": row_of.astype(np.int32),
-                "nodes.unc_indptr": nodes.unc_indptr.astype(np.int64),
-                "nodes.unc_ids": nodes.unc_ids.astype(np.int32),
+                "nodes.row_of": np.asarray(row_of, dtype=np.int32),  # no copies: a large table's
+                "nodes.unc_indptr": np.asarray(nodes.unc_indptr, dtype=np.int64),  # uncertain ids
+                "nodes.unc_ids": np.asarray(nodes.unc_ids, dtype=np.int32),  # are 100s of MB
             })
         return meta, arrays
 

@@ -36,7 +36,7 @@ from gramc.schemas.atoms import FALSE, TRUE, Atom, Keywords, Node, Synth
 from gramc.schemas.jsontext import string_literal_ir
 from gramc.compiler.regular import difference, intersection, is_empty, matches
 from gramc.schemas.numbers import expanded_size
-from gramc.schemas.strings import json_string_excluding
+from gramc.schemas.strings import json_key_excluding
 
 if TYPE_CHECKING:
     from gramc.schemas.compiler import SchemaCompiler
@@ -297,8 +297,8 @@ class Objects:
             key = lang if key is None else intersection(key, lang)
         if key_parts[1]:
             key = difference(self.compiler.scalars.any_string() if key is None else key, alt(*key_parts[1]))
-        if key is None:  # any name but the declared ones: built as their trie, kept whole
-            key = json_string_excluding(view.names)
+        if key is None:  # any name but the declared ones: one automaton, kept whole
+            key = json_key_excluding(view.names)
             self.compiler.lexemes.add(key)
             return key
         inside = [n for n in view.names if matches(key, json.dumps(n).encode())]
