@@ -27,6 +27,10 @@ ARTIFACT_VERSION = 1
 #: (``source.unique``, enforced by the matcher: :mod:`gramc.runtime.unique`); a reader that
 #: does not know it refuses the file rather than serve masks that allow duplicates.
 UNIQUE_ARTIFACT_VERSION = 4
+#: The layout of an artifact whose plan also checks the members of some objects (a node's
+#: ``o``: declared names at most once, required ones before ``}``); older readers refuse it
+#: rather than serve masks that allow a repeated or missing member.
+MEMBERS_ARTIFACT_VERSION = 5
 
 
 @dataclass(frozen=True)
@@ -184,7 +188,7 @@ class Artifact(ABC):
 
     def _header(self, automaton: dict) -> dict:
         return {
-            "artifact_version": UNIQUE_ARTIFACT_VERSION if self.has_unique else ARTIFACT_VERSION,
+            "artifact_version": plan_layout(self.meta.get("unique")),
             "kind": self.kind,
             "source": self.meta,
             self.kind: automaton,
@@ -223,4 +227,14 @@ def check_vocab(info: VocabInfo, vocab: Vocab) -> None:
         )
 
 
-__all__ = ["Artifact", "VocabInfo", "check_vocab", "ARTIFACT_VERSION", "UNIQUE_ARTIFACT_VERSION"]
+def plan_layout(plan: Any) -> int:
+    """The artifact layout an artifact with this runtime plan (None: none) is written in."""
+    if plan is None:
+        return ARTIFACT_VERSION
+    if any("o" in node for node in plan["nodes"]):
+        return MEMBERS_ARTIFACT_VERSION
+    return UNIQUE_ARTIFACT_VERSION
+
+
+__all__ = ["Artifact", "VocabInfo", "check_vocab", "plan_layout", "ARTIFACT_VERSION", "UNIQUE_ARTIFACT_VERSION",
+           "MEMBERS_ARTIFACT_VERSION"]

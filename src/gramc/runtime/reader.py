@@ -16,14 +16,14 @@ from gramc.errors import ArtifactFormatError, ArtifactVersionError, VocabularyEr
 from gramc.formats import container
 from gramc.formats.limits import DEFAULT_READ_LIMITS, ReadLimits
 from gramc.limits import RuntimeLimits
-from gramc.runtime.artifact import Artifact, VocabInfo, check_vocab
+from gramc.runtime.artifact import Artifact, VocabInfo, check_vocab, plan_layout
 from gramc.runtime.validate import get_field, require
 from gramc.vocab import Vocab, load_vocab
 
 #: Layout 2 adds the ``counted`` kind (docs/format/gmask-v1.md, 11.6), layout 3 stores a
 #: ``pda`` artifact's distinct node rows once (11.5); ``dfa`` files are still written as
 #: layout 1.
-SUPPORTED_ARTIFACT_VERSIONS = (1, 2, 3, 4)
+SUPPORTED_ARTIFACT_VERSIONS = (1, 2, 3, 4, 5)
 
 #: The payload reader of each artifact kind: a module whose ``read_payload(meta, arrays,
 #: source, info, limits, vocab)`` returns the artifact (``vocab``: the decoder's vocabulary,
@@ -103,13 +103,15 @@ def read_artifact(meta: dict, arrays: dict, limits: ReadLimits = DEFAULT_READ_LI
     kind = get_field(meta, "kind", str)
     require(kind in PAYLOAD_READERS, f"unknown artifact kind {kind!r} (this gramc reads "
             f"{' and '.join(map(repr, PAYLOAD_READERS))})")
-    require(kind != "counted" or version in (2, 4), "the 'counted' kind needs artifact layout 2 (or 4)")
+    require(kind != "counted" or version in (2, 4, 5), "the 'counted' kind needs artifact layout 2 (or 4, 5)")
     require(kind == "pda" or version != 3, f"artifact layout 3 has no {kind!r} kind")
     source = get_field(meta, "source", dict)
-    require(("unique" in source) == (version == 4),
-            "artifact layout 4 is exactly the layout of an artifact with a uniqueItems plan (source.unique)")
-    if version == 4:
+    require(("unique" in source) == (version in (4, 5)),
+            "artifact layouts 4 and 5 are exactly the layouts of an artifact with a runtime plan (source.unique)")
+    if version in (4, 5):
         _check_plan(source["unique"])
+        require(plan_layout(source["unique"]) == version,
+                "artifact layout 5 is exactly the layout of a plan with a members condition (a node's 'o')")
     info = _read_vocab(meta, limits)
     return import_module(PAYLOAD_READERS[kind]).read_payload(meta, arrays, source, info, limits, vocab)
 
