@@ -354,8 +354,9 @@ class Objects:
             return self._seen_body(slots, names, extra, key)
         if len(slots) > k:
             c.restrict("properties", where, f"{len(slots)} declared properties are more than "
-                          f"json_any_order_max_properties={k} (any order needs 2^{len(slots)} states); "
-                          "this object's members are accepted in schema order only")
+                          f"json_any_order_max_properties={k} (any order needs 2^{len(slots)} states) "
+                          f"and {self._why_not_seen(key, lo, hi)}; this object's members are accepted "
+                          "in schema order only")
             return None
         required = [r for _, r in slots]
         if any_order_body([m for m, _ in slots], required, extra, c.ws.comma, lo, hi, max_states=1 << k) is None:
@@ -381,6 +382,18 @@ class Objects:
         c = self.compiler
         return (c.runtime_unique and lo == 0 and hi is None and c.options.max_depth is None
                 and key not in c.unplanned)
+
+    def _why_not_seen(self, key: frozenset[Node | Synth], lo: int, hi: int | None) -> str:
+        """Why :meth:`_seen_allowed` said no (for the restriction's message)."""
+        c = self.compiler
+        if not c.runtime_unique:
+            return "no matcher follows this schema's JSON structure to check the members"
+        if lo or hi is not None:
+            return "the matcher does not count members (minProperties/maxProperties)"
+        if c.options.max_depth is not None:
+            return "the matcher does not check members with json_max_depth set"
+        return ("the matcher cannot tell which schema governs this object where it is written (two "
+                "branches admitting objects, contains, patternProperties or listed values reach it)")
 
     def _seen_body(self, slots: list[Slot], names: list[str], extra: Expr | None,
                    key: frozenset[Node | Synth]) -> tuple[bool, Expr]:
