@@ -11,7 +11,8 @@ refused text:
 - ``format annotation``: valid without format assertions, invalid with them
   (``jsonschema.FormatChecker``): gramc enforces a ``format`` the specification treats as an
   annotation;
-- ``property order above the bound``: refused where a member name begins (or inside one), in
+- ``property order above the bound``: refused where a member name begins (or inside one, or
+  at the comma before it, or at an early ``}``), in
   a compile that reported an object kept in schema order (``restricted 'properties'``, any
   order only); ``property order``: the same without such a report (schema order, or an
   undeclared member before a declared one);
@@ -80,8 +81,8 @@ def position(text: str, offset: int) -> str:
     if in_num:
         return "number"
     nxt = text.encode("utf-8")[offset:offset + 1]
-    if expect_key or (nxt == b'"' and stack and stack[-1] == "{" and expect_key):
-        return "key"
+    if expect_key or (nxt in (b",", b"}") and stack and stack[-1] == "{"):
+        return "key"  # a member begins, or the comma before one (no member can follow), or an early }
     if nxt and (nxt in b"-0123456789"):
         return "number"
     if nxt == b'"':

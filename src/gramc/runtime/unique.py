@@ -468,8 +468,14 @@ class UniqueCheck:
         # members conditions: what can end a name, begin one (a comma) or close an object;
         # the same after closing an inner value; what can open an object
         member = has[0x22] | has[0x2C] | has[0x7D]
-        self._member, self._deep_member, self._brace = pack_dense(
-            np.stack([member, member & (has[0x5D] | has[0x7D]), has[0x7B]]))
+        quotes = np.fromiter((d.count(b'"') for d in tokens), dtype=np.int64, count=size)
+        quotes[sorted(special)] = 0
+        # inside a string value: what closes it and then begins or ends a member
+        value_end = has[0x22] & (has[0x2C] | has[0x7D] | (quotes > 1))
+        # outside strings, past a name: what ends the member (or writes a whole string and more)
+        after_name = has[0x2C] | has[0x7D] | (quotes > 1) | has[0x7B]
+        self._member, self._deep_member, self._brace, self._value_end, self._after_name = pack_dense(
+            np.stack([member, member & (has[0x5D] | has[0x7D]), has[0x7B], value_end, after_name]))
         self._all = pack_dense(~np.isin(np.arange(size), sorted(special))[None, :])[0]
         order = sorted((data, t) for t, data in enumerate(tokens) if t not in special and data)
         self._sorted = [d for d, _ in order]
@@ -519,15 +525,22 @@ class UniqueCheck:
         """The tokens to check for the members conditions: a packed row, and token ids.
         Inside a member name of such an object: the tokens that end the name, and those
         after which the name's text begins a name already written (every token, where the
-        names have escaped spellings); elsewhere in it: the tokens with a quote, a comma or
-        a closing brace (with a closing bracket too, when inner values are open); outside
-        one: the tokens that open an object."""
+        names have escaped spellings); inside a string value of it: the tokens that end the
+        string and then write a quote, a comma or a closing brace; elsewhere past a name:
+        the tokens with a comma, a closing brace, an opening one or two quotes; where a name
+        may begin: the tokens with a quote, a comma or a closing brace; when inner values
+        are open, those with a closing bracket or brace too; outside one: the tokens that
+        open an object."""
         d = tracker.order_depth()
         if d < 0:
             return self._brace, []
         if d > 0:
             return self._deep_member | self._brace, []
         if not tracker.in_key():
+            if tracker.lex == _STR or tracker.lex == _ESC:  # a string value: only what ends it and goes on
+                return self._value_end, []
+            if not tracker.frames[-1].key_next:  # a value begins or ends: what can end the member
+                return self._after_name, []
             return self._member | self._brace, []
         f = tracker.frames[-1]
         order = self.plan.order[f.node]
