@@ -186,16 +186,21 @@ class GramcAdapter:
     #: CompileOptions fields, as (name, value) pairs (empty: the defaults).
     options: tuple = ()
 
+    def __init__(self, check_only: bool = False):
+        #: ``--check-only``: compile unbound and check whole texts (:meth:`check_texts`), no masks.
+        self.check_only = check_only
+
     def setup(self, ctx) -> dict:
         import gramc
         import gramc.api  # noqa: F401  (the compiler)
 
         self.gramc, self.ctx = gramc, ctx
-        self.row = np.zeros(ctx.words, dtype=np.int32)
-        self.words = self.row.view(np.uint32)
+        if ctx is not None:
+            self.row = np.zeros(ctx.words, dtype=np.int32)
+            self.words = self.row.view(np.uint32)
         self.available = True
         try:
-            gramc.compile('{"type": "string"}', format="json_schema", vocab=ctx.vocab, lazy=self.lazy)
+            gramc.compile('{"type": "string"}', format="json_schema", vocab=ctx and ctx.vocab, lazy=self.lazy)
         except gramc.GramcError as e:
             if "unknown source format" in str(e):
                 self.available = False
@@ -218,6 +223,27 @@ class GramcAdapter:
         warns = [str(w.message) for w in caught if issubclass(w.category, GramcWarning)]
         self.kind = art.kind
         return art.matcher(max_rollback=0), warns
+
+    def check_texts(self, text: str, texts: list[str]) -> tuple[list, list[str]]:
+        """``--check-only``: compile ``text`` unbound (no vocabulary, so no masks) and check
+        each of ``texts`` whole with :func:`gramc.runtime.check.check_artifact` (the grammar
+        and the artifact's runtime side conditions): per text, None when accepted, else the
+        byte offset where it stops matching; and the compile's warnings."""
+        from gramc.errors import GramcWarning
+        from gramc.runtime.check import check_artifact
+
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", GramcWarning)
+            try:
+                art = self.gramc.compile(text, format="json_schema", options=self.compile_options())
+            except self.gramc.GramcError as e:
+                raise EngineError(type(e).__name__, str(e)) from None
+        self.kind = art.kind
+        verdicts = []
+        for t in texts:
+            got = check_artifact(art, t.encode("utf-8"))
+            verdicts.append(None if got.ok else got.offset)
+        return verdicts, [str(w.message) for w in caught if issubclass(w.category, GramcWarning)]
 
     def compile_options(self):
         if not self.options:
@@ -275,6 +301,7 @@ class GramcAotAdapter(GramcAdapter):
     POLL_S = 0.02
 
     def __init__(self, tmp_dir: str, compile_limit_s: float = 30.0, rss_cap_gb: float = 6.0):
+        super().__init__()
         self.tmp = Path(tmp_dir) / f"worker-{os.getpid()}"
         self.compile_limit_s = compile_limit_s
         self.rss_cap_bytes = int(rss_cap_gb * 2**30)
@@ -538,8 +565,42 @@ def walk(ad, m, ids: list[int], eos: list[int], tbm: list[int], commits: list[in
     raise AssertionError("unreachable")
 
 
+def check_schema(ad, rec: dict, conn) -> dict:
+    """``--check-only``: the protocol's outcome for one schema from whole-text checks of both
+    serialisations of each instance (no tokenizer, no masks, no timing)."""
+    texts = [(ti, bool(test["valid"]), kind, text) for ti, test in enumerate(rec["tests"])
+             for kind, text in serialisations(test["data"])]
+    res = {"id": rec["id"], "n_tests": len(rec["tests"]), "n_texts": len(texts)}
+    try:
+        verdicts, warns = ad.check_texts(json.dumps(rec["schema"]), [t for *_, t in texts])
+    except EngineError as e:
+        conn.send(("compiled", None))
+        res.update(outcome="compile error", error_class=e.cls, error=e.message[:2000])
+        return res
+    conn.send(("compiled", None))
+    res["warnings"] = warns[:20]
+    res["kind"] = ad.kind
+    failures_valid, failures_invalid = [], []
+    for (ti, valid, kind, text), offset in zip(texts, verdicts):
+        if valid and offset is not None:
+            at = text.encode("utf-8")[:offset]
+            failures_valid.append({"test": ti, "serialisation": kind, "verdict": "rejected", "offset": offset,
+                                   "text": text[:300], "at": repr(at[-60:]), "data": rec["tests"][ti]["data"]})
+        elif not valid and offset is None:
+            failures_invalid.append({"test": ti, "serialisation": kind, "text": text[:300]})
+    res["validation_failures"] = failures_valid[:5]
+    res["invalidation_failures"] = failures_invalid[:5]
+    res["n_validation_failures"] = len(failures_valid)
+    res["n_invalidation_failures"] = len(failures_invalid)
+    res["outcome"] = ("invalidation error" if failures_invalid else
+                      "validation error" if failures_valid else "passing")
+    return res
+
+
 def run_schema(ad, ctx, rec: dict, conn) -> dict:
     """The protocol on one schema; sends ("compiled", ttfm_ns) to the parent once compiled."""
+    if getattr(ad, "check_only", False):
+        return check_schema(ad, rec, conn)
     texts = []
     for ti, test in enumerate(rec["tests"]):
         for kind, text in serialisations(test["data"]):
@@ -628,7 +689,7 @@ def worker_main(conn, engine: str, vocab_key: str, mem_limit_gb: float, adapter_
     try:
         from regex_bench import VocabCtx
 
-        ctx = VocabCtx(vocab_key)
+        ctx = None if adapter_options.get("check_only") else VocabCtx(vocab_key)  # checks need no tokenizer
         ad = ADAPTERS[engine](**adapter_options)
         info = ad.setup(ctx)
     except BaseException as e:  # noqa: BLE001
@@ -696,11 +757,18 @@ def preimport_gramc() -> None:
 
 def run_engine(engine: str, records: list[dict], *, workers: int = 1, vocab_key: str = "llama3",
                time_limit_s: float = 30.0, test_time_limit_s: float = 120.0, mem_limit_gb: float = 8.0,
-               time_limits: dict[str, float] | None = None, aot_rss_cap_gb: float = 6.0, log=print) -> dict:
+               time_limits: dict[str, float] | None = None, aot_rss_cap_gb: float = 6.0, check_only: bool = False,
+               log=print) -> dict:
     """Run ``records`` through ``engine`` in ``workers`` supervised processes: {id: result}.
 
     ``time_limits`` overrides the compile time limit of some ids (not for gramc-aot, whose worker
-    enforces ``time_limit_s`` on its compile process; ``aot_rss_cap_gb`` caps that process's RSS)."""
+    enforces ``time_limit_s`` on its compile process; ``aot_rss_cap_gb`` caps that process's RSS).
+    ``check_only`` (gramc engines but gramc-aot): whole-text checks, no masks (see :func:`check_schema`)."""
+    if check_only:
+        if not engine.startswith("gramc") or engine == AOT:
+            raise ValueError(f"--check-only runs gramc's in-process engines only, not {engine}")
+        return _run_engine(engine, records, workers, vocab_key, time_limit_s, test_time_limit_s, mem_limit_gb,
+                           time_limits, {"check_only": True}, log)
     if engine == AOT:
         if time_limits:
             raise ValueError("per-id time limits are not supported for gramc-aot")
@@ -987,7 +1055,8 @@ def markdown(data: dict) -> str:
                    "EOS check), in µs.")
         out += detail_tables(data)
     else:
-        out.append("Timing not reported: this run used more than one worker process (correctness only).")
+        out.append("Timing not reported: this run checked whole texts (--check-only: no masks)." if data.get("check_only")
+                   else "Timing not reported: this run used more than one worker process (correctness only).")
     out.append("")
     for s in sums:
         if not s["engine"].startswith("gramc") or not s.get("mistakes"):
@@ -1220,6 +1289,10 @@ def main(argv=None) -> int:
     ap.add_argument("--aot-rss-cap-gb", type=float, default=6.0,
                     help="gramc-aot: a compile process whose resident memory passes this is killed (a compile "
                          "error); it also inherits the worker's --mem-limit-gb address-space limit")
+    ap.add_argument("--check-only", action="store_true",
+                    help="correctness only, fast: compile each schema unbound and check every instance's two "
+                         "texts whole (grammar and runtime side conditions), no tokenizer, no masks, no timing; "
+                         "gramc engines only (not gramc-aot)")
     ap.add_argument("--out", help="raw JSON (default bench/results/maskbench.json); a .md is written beside it")
     ap.add_argument("--from-json", nargs="+", metavar="FILE",
                     help="re-print the tables of a saved run; several runs of the same selection are merged "
@@ -1263,15 +1336,16 @@ def main(argv=None) -> int:
     if args.keyword:
         chosen = with_keyword(chosen, args.keyword)
         selection += f", those with {args.keyword}: true"
-    timed = args.workers == 1
+    timed = args.workers == 1 and not args.check_only
     print(f"MaskBench: {len(chosen)} schemas ({selection}), engines {engines}, workers {args.workers}"
-          + ("" if timed else " (correctness only)"), flush=True)
+          + ("" if timed else " (correctness only)") + (", whole-text checks" if args.check_only else ""),
+          flush=True)
     machine = machine_info()
     out = Path(args.out) if args.out else REPO / "bench" / "results" / "maskbench.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     meta = {"protocol": __doc__.split("Usage::")[0].strip(), "selection": selection, "vocab": args.vocab,
             "n_schemas": len(chosen), "n_tests": sum(len(r["tests"]) for r in chosen), "workers": args.workers,
-            "timed": timed, "time_limit_s": args.time_limit, "test_time_limit_s": args.test_time_limit,
+            "timed": timed, "check_only": args.check_only, "time_limit_s": args.time_limit, "test_time_limit_s": args.test_time_limit,
             "aot_rss_cap_gb": args.aot_rss_cap_gb, "machine": machine,
             "argv": sys.argv[1:] if argv is None else argv}
     runs = []
@@ -1279,7 +1353,8 @@ def main(argv=None) -> int:
         t0 = time.monotonic()
         run = run_engine(e, chosen, workers=args.workers, vocab_key=args.vocab, time_limit_s=args.time_limit,
                          test_time_limit_s=args.test_time_limit, mem_limit_gb=args.mem_limit_gb,
-                         aot_rss_cap_gb=args.aot_rss_cap_gb, log=lambda s: print(s, flush=True))
+                         aot_rss_cap_gb=args.aot_rss_cap_gb, check_only=args.check_only,
+                         log=lambda s: print(s, flush=True))
         runs.append(run)
         c = collections.Counter(r["outcome"] for r in run["results"])
         print(f"{e}: {dict(c)} in {time.monotonic() - t0:.0f} s", flush=True)

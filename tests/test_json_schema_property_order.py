@@ -266,21 +266,30 @@ def test_counting_and_extras_in_any_order():
 
 
 def test_more_declared_properties_than_the_bound_keep_schema_order_with_a_warning():
+    """Where no matcher checks the members (a schema embedded in a structural tag): above the
+    bound, schema order. (With a matcher, see tests/test_members_condition.py.)"""
     inner = {"type": "object", "properties": {n: {"type": "integer"} for n in "abcd"},
              "additionalProperties": False}
     schema = {"type": "object", "properties": {"inner": inner, "flag": {"type": "boolean"}}}
     options = SchemaOptions(property_order="any", any_order_max_properties=3, whitespace="compact")
     with pytest.warns(GramcWarning, match=r"restricted 'properties' at #/properties/inner: 4 declared "
-                                          r"properties are more than json_any_order_max_properties=3"):
-        _, approx = schema_to_grammar(schema, options)
+                                          r"properties are more than json_any_order_max_properties=3 .* and no "
+                                          r"matcher follows"):
+        grammar, approx = schema_to_grammar(schema, options, runtime_unique=False)
     assert approx == []  # a restriction (a subset), not an over-approximation
-    oracle, _, _ = compile_schema(schema, options)
+    oracle = EarleyOracle(grammar)
     assert oracle.fullmatch(b'{"flag":true,"inner":{"a":1,"c":3}}')  # the outer object: any order
     assert oracle.fullmatch(b'{"inner":{"a":1,"b":2,"c":3,"d":4}}')  # the inner one: schema order
     assert not oracle.fullmatch(b'{"inner":{"b":2,"a":1}}')
     # strict mode refuses over-approximations; a restriction is reported, not refused
     with pytest.warns(GramcWarning, match="restricted 'properties'"):
-        schema_to_grammar(schema, SchemaOptions(property_order="any", any_order_max_properties=3, strict=True))
+        schema_to_grammar(schema, SchemaOptions(property_order="any", any_order_max_properties=3, strict=True),
+                          runtime_unique=False)
+    # with a matcher: no restriction, the inner object's members are in the plan
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", GramcWarning)
+        grammar, _ = schema_to_grammar(schema, options)
+    assert [n["o"] for n in grammar.unique["nodes"] if "o" in n] == [[list("abcd"), []]]
     with warnings.catch_warnings():
         warnings.simplefilter("error", GramcWarning)
         schema_to_grammar(schema, SchemaOptions(property_order="any"))  # 4 <= the default bound
@@ -337,7 +346,8 @@ def test_cli_property_order_flags(tmp_path):
     from gramc.cli.main import main
 
     src = tmp_path / "obj.schema.json"
-    src.write_text(json.dumps({"type": "object", "properties": {n: {"type": "integer"} for n in "abc"}}))
+    src.write_text(json.dumps({"type": "object", "properties": {n: {"type": "integer"} for n in "abc"},
+                               "minProperties": 2}))  # counted: above the bound, schema order
     runner = CliRunner()
     out = tmp_path / "a.gmask"
     res = runner.invoke(main, ["compile", str(src), "--vocab", "none", "--property-order", "any", "-o", str(out)])

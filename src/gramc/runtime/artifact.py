@@ -33,6 +33,11 @@ UNIQUE_ARTIFACT_VERSION = 4
 #: are not stored (a decoder holding hundreds of artifacts of one model reads them once), and
 #: a ``pda`` artifact stores its node rows sparse (docs/format/gmask-v1.md, 11.8).
 FINGERPRINT_ARTIFACT_VERSION = 5
+#: Layout 5 plus a plan that also checks the members of some objects (a node's ``o``:
+#: declared names at most once, required ones before ``}``; docs/format/gmask-v1.md, 11.9),
+#: bound or not; older readers refuse it rather than serve masks that allow a repeated or
+#: missing member.
+MEMBERS_ARTIFACT_VERSION = 6
 
 
 @dataclass(frozen=True)
@@ -219,6 +224,8 @@ class Artifact(ABC):
 
     def _layout(self) -> int:
         """The layout version this artifact is written in (docs/format/gmask-v1.md, 11)."""
+        if has_members(self.meta.get("unique")):
+            return MEMBERS_ARTIFACT_VERSION
         if self.vocab is not None and (self.reads_token_bytes or self.has_unique):
             return FINGERPRINT_ARTIFACT_VERSION
         return UNIQUE_ARTIFACT_VERSION if self.has_unique else self.layout
@@ -264,5 +271,10 @@ def check_vocab(info: VocabInfo, vocab: Vocab) -> None:
         )
 
 
-__all__ = ["Artifact", "VocabInfo", "check_vocab", "ARTIFACT_VERSION", "UNIQUE_ARTIFACT_VERSION",
-           "FINGERPRINT_ARTIFACT_VERSION"]
+def has_members(plan: Any) -> bool:
+    """Does this runtime plan (None: none) check the members of some object (layout 6)?"""
+    return plan is not None and any("o" in node for node in plan["nodes"])
+
+
+__all__ = ["Artifact", "VocabInfo", "check_vocab", "has_members", "ARTIFACT_VERSION", "UNIQUE_ARTIFACT_VERSION",
+           "FINGERPRINT_ARTIFACT_VERSION", "MEMBERS_ARTIFACT_VERSION"]

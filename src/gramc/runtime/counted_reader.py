@@ -31,7 +31,7 @@ def read_payload(meta: dict, arrays: dict, source: dict, info: VocabInfo | None,
     them."""
 
     spec = {f"counted.{k}": v for k, v in COUNTED_ARRAYS.items()}
-    stored_bytes = VOCAB_BYTES_ARRAYS if meta.get("artifact_version") != FINGERPRINT_ARTIFACT_VERSION else {}
+    stored_bytes = VOCAB_BYTES_ARRAYS if meta["artifact_version"] < FINGERPRINT_ARTIFACT_VERSION else {}
     no_extra(arrays, DFA_ARRAYS, spec, {**TOKEN_ARRAYS, **stored_bytes} if info else {})
     check_arrays(arrays, DFA_ARRAYS)
     check_arrays(arrays, spec)
@@ -77,7 +77,7 @@ def read_payload(meta: dict, arrays: dict, source: dict, info: VocabInfo | None,
     if info is None:
         return CountedArtifact(cdfa, source)
     check_derived_rows(n_outer, info.size, limits)
-    stores_bytes = meta["artifact_version"] != FINGERPRINT_ARTIFACT_VERSION
+    stores_bytes = meta["artifact_version"] < FINGERPRINT_ARTIFACT_VERSION
     known = read_token_bytes(arrays, info, vocab) if stores_bytes else bound_vocab(info, vocab)
     rows = read_rows(arrays, n_outer, info.size, cdfa.n_states)
     if known is not None:

@@ -43,7 +43,7 @@ def read_payload(meta: dict, arrays: dict, source: dict, info: VocabInfo | None,
     plan's, which reads token bytes: layout 5 binds them by fingerprint, layout 4 stored them)."""
     dfa = read_dfa(meta, arrays)
     reads_tokens = info is not None and "unique" in source  # a uniqueItems plan reads token bytes
-    stores_bytes = reads_tokens and meta.get("artifact_version") != FINGERPRINT_ARTIFACT_VERSION  # layout 4
+    stores_bytes = reads_tokens and meta["artifact_version"] < FINGERPRINT_ARTIFACT_VERSION  # layout 4
     no_extra(arrays, DFA_ARRAYS, TOKEN_ARRAYS if info else {}, VOCAB_BYTES_ARRAYS if stores_bytes else {})
     if info is None:
         return DFAArtifact(dfa, source)

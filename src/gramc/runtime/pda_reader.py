@@ -56,8 +56,8 @@ def read_payload(meta: dict, arrays: dict, source: dict, info: VocabInfo | None,
     fingerprint (else a known one: :func:`~gramc.runtime.vocab_bytes.bound_vocab`); without
     it, it awaits its vocabulary. Files of layouts 1 and 3 carry the token bytes, checked
     against the fingerprint."""
-    version = meta.get("artifact_version")
-    stores_bytes = version != FINGERPRINT_ARTIFACT_VERSION
+    version = meta["artifact_version"]  # an int: checked by the reader
+    stores_bytes = version < FINGERPRINT_ARTIFACT_VERSION  # 5 and later bind by fingerprint
     spec = _NODE_ARRAYS_V1 if version == 1 else _NODE_ARRAYS_V3 if stores_bytes else _NODE_ARRAYS
     no_extra(arrays, _PDA_ARRAYS, spec if info else {}, {} if stores_bytes else _RANKS)
     if not stores_bytes:

@@ -62,7 +62,7 @@ class Plan:
     Stored as ``{"root": int, "nodes": [{"u": bool, "p": [int], "r": int, "k": {str: int},
     "a": int}]}``; every node index is checked to be in range (or -1)."""
 
-    __slots__ = ("root", "unique", "prefix", "rest", "keys", "other", "raw")
+    __slots__ = ("root", "unique", "prefix", "rest", "keys", "other", "order", "has_order", "raw")
 
     def __init__(self, raw: Any):
         if not isinstance(raw, dict) or not isinstance(raw.get("nodes"), list):
@@ -81,9 +81,12 @@ class Plan:
         self.rest: list[int] = []
         self.keys: list[dict[str, int]] = []
         self.other: list[int] = []
+        self.order: list[Order | None] = []
         for i, node in enumerate(nodes):
-            if not isinstance(node, dict) or set(node) != {"u", "p", "r", "k", "a"}:
-                raise ArtifactFormatError(f"uniqueItems plan: node {i} must have exactly the fields u, p, r, k, a")
+            if not isinstance(node, dict) or not {"u", "p", "r", "k", "a"} <= set(node) <= {"u", "p", "r", "k", "a", "o"}:
+                raise ArtifactFormatError(f"uniqueItems plan: node {i} must have exactly the fields u, p, r, k, a "
+                                          "(and o where an object's members are checked)")
+            self.order.append(Order.read(node["o"], i) if "o" in node else None)
             if not isinstance(node["u"], bool) or not isinstance(node["p"], list) or not isinstance(node["k"], dict):
                 raise ArtifactFormatError(f"uniqueItems plan: node {i} has a field of the wrong type")
             self.unique.append(node["u"])
@@ -93,6 +96,7 @@ class Plan:
                 raise ArtifactFormatError(f"uniqueItems plan: node {i} has a member name that is not a string")
             self.keys.append({k: index(v, f"node {i} k") for k, v in node["k"].items()})
             self.other.append(index(node["a"], f"node {i} a"))
+        self.has_order = any(o is not None for o in self.order)
         self.raw = raw
 
     def item(self, node: int, i: int) -> int:
@@ -105,6 +109,30 @@ class Plan:
         if node < 0:
             return -1
         return self.keys[node].get(key, self.other[node])
+
+
+class Order:
+    """The members side condition of an object whose declared members may come in any order
+    (stored as ``"o": [names, required]``): each name of ``names`` at most once, and ``}``
+    only once every name of ``required`` (a subset of ``names``) was written."""
+
+    __slots__ = ("names", "required", "plain")
+
+    def __init__(self, names: frozenset[str], required: frozenset[str]):
+        self.names, self.required = names, required
+        #: every name is written raw only (printable ASCII, no quote or backslash): a key's
+        #: text so far can then be compared with the names' texts byte by byte.
+        self.plain = all(n.isascii() and n.isprintable() and '"' not in n and "\\" not in n for n in names)
+
+    @classmethod
+    def read(cls, raw: Any, i: int) -> "Order":
+        if (not isinstance(raw, list) or len(raw) != 2 or not all(isinstance(x, list) for x in raw)
+                or not all(isinstance(n, str) for x in raw for n in x)):
+            raise ArtifactFormatError(f"uniqueItems plan: node {i} o must be [names, required], lists of strings")
+        names, required = frozenset(raw[0]), frozenset(raw[1])
+        if not required <= names:
+            raise ArtifactFormatError(f"uniqueItems plan: node {i} o: a required name is not among the names")
+        return cls(names, required)
 
 
 # ---------------------------------------------------------------- canonical values
@@ -208,12 +236,12 @@ class Tracker:
     an earlier one of a unique array. The grammar, not the tracker, decides what is valid
     JSON: the tracker only follows it."""
 
-    __slots__ = ("plan", "frames", "lex", "lex_start", "text", "n_unique", "top_done")
+    __slots__ = ("plan", "frames", "lex", "lex_start", "text", "n_unique", "top_done", "n_order")
 
     def __init__(self, plan: Plan, frames: tuple[Frame, ...] = (), lex: int = _NONE, lex_start: int = -1,
-                 text: Text | None = None, n_unique: int = 0, top_done: bool = False):
+                 text: Text | None = None, n_unique: int = 0, top_done: bool = False, n_order: int = 0):
         self.plan, self.frames, self.lex, self.lex_start = plan, frames, lex, lex_start
-        self.text, self.n_unique, self.top_done = text, n_unique, top_done
+        self.text, self.n_unique, self.top_done, self.n_order = text, n_unique, top_done, n_order
 
     @property
     def pos(self) -> int:
@@ -226,7 +254,7 @@ class Tracker:
             return self
         plan = self.plan
         frames = list(self.frames)
-        lex, lex_start, n_unique = self.lex, self.lex_start, self.n_unique
+        lex, lex_start, n_unique, n_order = self.lex, self.lex_start, self.n_unique, self.n_order
         text = Text(self.text, data)
         base = text.end - len(data)
 
@@ -274,7 +302,13 @@ class Tracker:
                     f = frames[-1] if frames else None
                     if f is not None and not f.array and f.key_next:
                         key = json.loads(text.slice(lex_start, pos + 1))
-                        frames[-1] = f.but(key=key, key_next=False)
+                        order = plan.order[f.node] if f.node >= 0 else None
+                        if order is not None and key in order.names:  # a declared name: once
+                            if key in f.seen:
+                                return None
+                            frames[-1] = f.but(key=key, key_next=False, seen=f.seen | {key})
+                        else:
+                            frames[-1] = f.but(key=key, key_next=False)
                     elif not end(pos + 1):
                         return None
                 i += 1
@@ -313,6 +347,8 @@ class Tracker:
                 array = b == 0x5B
                 if array and node >= 0 and plan.unique[node]:
                     n_unique += 1
+                if not array and node >= 0 and plan.order[node] is not None:
+                    n_order += 1
                 frames.append(Frame(node, array))
             elif b == 0x7D or b == 0x5D:
                 if not frames:  # not JSON: the grammar is not a schema's
@@ -320,6 +356,11 @@ class Tracker:
                 f = frames.pop()
                 if f.array and f.node >= 0 and plan.unique[f.node]:
                     n_unique -= 1
+                order = None if f.array or f.node < 0 else plan.order[f.node]
+                if order is not None:  # every required name written?
+                    if not order.required <= f.seen:
+                        return None
+                    n_order -= 1
                 if not end(pos + 1):
                     return None
             elif b in NUMBER:
@@ -330,7 +371,7 @@ class Tracker:
                 lex, lex_start = _LIT, pos
             i += 1
         done = self.top_done or (not frames and lex == _NONE)
-        return Tracker(plan, tuple(frames), lex, lex_start, text, n_unique, done)
+        return Tracker(plan, tuple(frames), lex, lex_start, text, n_unique, done, n_order)
 
     def _untracked(self, text: Text) -> "Tracker":
         return Tracker(self.plan, (), _NONE, -1, text, 0, True)
@@ -355,6 +396,46 @@ class Tracker:
             frames.append((f.node, f.array, f.count, f.seen, f.key, f.key_next, partial))
         lexeme = self.text.slice(self.lex_start, pos) if self.lex != _NONE and self.text else None
         return (self.lex, lexeme, self.top_done, tuple(frames))
+
+    def order_depth(self) -> int:
+        """How many frames lie above the innermost object with a members condition (-1:
+        none is open)."""
+        if not self.n_order:
+            return -1
+        order = self.plan.order
+        for d in range(len(self.frames) - 1, -1, -1):
+            f = self.frames[d]
+            if not f.array and f.node >= 0 and order[f.node] is not None:
+                return len(self.frames) - 1 - d
+        return -1  # pragma: no cover - n_order counts the open ones
+
+    def in_key(self) -> bool:
+        """Is the output inside a member name of its innermost frame (an object)?"""
+        return (self.lex == _STR or self.lex == _ESC) and bool(self.frames) and not self.frames[-1].array \
+            and self.frames[-1].key_next
+
+    def key_text(self) -> bytes:
+        """The text of the member name being written, after its opening quote."""
+        return self.text.slice(self.lex_start + 1, self.pos) if self.text else b""
+
+    def order_risky(self) -> bool:
+        """Could the member being begun in the innermost object (one with a members
+        condition) only end as a name already written? Where a name is being written, when
+        its text so far begins a written name's text (any written name, where the names have
+        escaped spellings); after a comma, when every declared name was written (only
+        undeclared ones are left, if the schema allows any)."""
+        if not self.frames or self.frames[-1].array:
+            return False
+        f = self.frames[-1]
+        order = self.plan.order[f.node] if f.node >= 0 else None
+        if order is None or not f.key_next:
+            return False
+        if self.in_key():
+            if not order.plain:
+                return bool(f.seen)
+            partial = self.key_text()
+            return any(name.encode().startswith(partial) for name in f.seen)
+        return self.lex == _NONE and order.names <= f.seen
 
     def settled(self, depth: int, n_raws: int) -> bool:
         """Has the array at ``depth`` (``n_raws`` items completed then) completed one since,
@@ -384,6 +465,18 @@ class UniqueCheck:
         has[:, sorted(special)] = False
         settle = has[list(SETTLE)].any(axis=0)
         self._quote, self._settle, self._open = pack_dense(np.stack([has[0x22], settle, has[0x5B] & settle]))
+        # members conditions: what can end a name, begin one (a comma) or close an object;
+        # the same after closing an inner value; what can open an object
+        member = has[0x22] | has[0x2C] | has[0x7D]
+        quotes = np.fromiter((d.count(b'"') for d in tokens), dtype=np.int64, count=size)
+        quotes[sorted(special)] = 0
+        # inside a string value: what closes it and then begins or ends a member
+        value_end = has[0x22] & (has[0x2C] | has[0x7D] | (quotes > 1))
+        # outside strings, past a name: what ends the member (or writes a whole string and more)
+        after_name = has[0x2C] | has[0x7D] | (quotes > 1) | has[0x7B]
+        self._member, self._deep_member, self._brace, self._value_end, self._after_name = pack_dense(
+            np.stack([member, member & (has[0x5D] | has[0x7D]), has[0x7B], value_end, after_name]))
+        self._all = pack_dense(~np.isin(np.arange(size), sorted(special))[None, :])[0]
         order = sorted((data, t) for t, data in enumerate(tokens) if t not in special and data)
         self._sorted = [d for d, _ in order]
         self._sorted_ids = [t for _, t in order]
@@ -405,8 +498,14 @@ class UniqueCheck:
             sel = self._quote
         else:
             sel = self._settle
+        more: list[int] = []
+        if self.plan.has_order:
+            order_sel, more = self._order_select(tracker)
+            sel = sel | order_sel
         hits = words & sel
         cand = np.flatnonzero(unpack_row(hits, self.size)).tolist() if hits.any() else []
+        if more:
+            cand = sorted(set(cand).union(t for t in more if _bit(words, t)))
         tokens = self.tokens
         drop = []
         for t in cand:  # tokens that may complete items: no duplicate, no dead end after
@@ -421,6 +520,40 @@ class UniqueCheck:
             out[t >> 5] &= np.uint32(~(1 << (t & 31)) & 0xFFFFFFFF)
         out.flags.writeable = False
         return out
+
+    def _order_select(self, tracker: Tracker) -> tuple[np.ndarray, list[int]]:
+        """The tokens to check for the members conditions: a packed row, and token ids.
+        Inside a member name of such an object: the tokens that end the name, and those
+        after which the name's text begins a name already written (every token, where the
+        names have escaped spellings); inside a string value of it: the tokens that end the
+        string and then write a quote, a comma or a closing brace; elsewhere past a name:
+        the tokens with a comma, a closing brace, an opening one or two quotes; where a name
+        may begin: the tokens with a quote, a comma or a closing brace; when inner values
+        are open, those with a closing bracket or brace too; outside one: the tokens that
+        open an object."""
+        d = tracker.order_depth()
+        if d < 0:
+            return self._brace, []
+        if d > 0:
+            return self._deep_member | self._brace, []
+        if not tracker.in_key():
+            if tracker.lex == _STR or tracker.lex == _ESC:  # a string value: only what ends it and goes on
+                return self._value_end, []
+            if not tracker.frames[-1].key_next:  # a value begins or ends: what can end the member
+                return self._after_name, []
+            return self._member | self._brace, []
+        f = tracker.frames[-1]
+        order = self.plan.order[f.node]
+        assert order is not None
+        if not order.plain:
+            return self._all, []
+        partial = tracker.key_text()
+        more: list[int] = []
+        for name in f.seen:
+            raw = name.encode()
+            if raw.startswith(partial) and len(raw) > len(partial):
+                more += self._prefix_tokens(raw[len(partial):])
+        return self._quote, more
 
     def _token_alive(self, base_state: Any, t: int, tracker: Tracker, engine: "Engine") -> bool:
         nxt = engine.step(base_state, self.tokens[t])
@@ -500,7 +633,7 @@ class UniqueCheck:
         array is complete and new, or its text is no longer a prefix of an earlier item's
         (see the module doc); True past :data:`SEARCH_BUDGET` states."""
         goals = [(d, len(tracker.frames[d].raws)) for d, _ in tracker.open_items()]
-        if not goals:
+        if not goals and not tracker.order_risky():
             return True
         todo = deque([(base_state, tracker)])
         seen: set = set()  # (grammar state, tracker) keys met: whitespace variants meet again
@@ -517,7 +650,7 @@ class UniqueCheck:
                 nt = tr.feed(bytes((b,)))
                 if nt is None:
                     continue
-                if all(nt.settled(*g) for g in goals) or not _risky(nt):
+                if (all(nt.settled(*g) for g in goals) or not _unique_risky(nt)) and not nt.order_risky():
                     return True
                 k = engine.key(nb)
                 if k is not None:
@@ -530,6 +663,11 @@ class UniqueCheck:
 
 
 def _risky(tracker: Tracker) -> bool:
+    """Could what is being written end only as a duplicate item or a repeated name?"""
+    return _unique_risky(tracker) or tracker.order_risky()
+
+
+def _unique_risky(tracker: Tracker) -> bool:
     """Could an item being written in ``tracker`` end only as a duplicate? (Only where its
     text is a prefix of an earlier item's, or no item has begun since the last ended.)"""
     for depth, partial in tracker.open_items():

@@ -63,7 +63,16 @@ def schema_to_grammar(schema: dict | bool, options: SchemaOptions = SchemaOption
     if runtime_unique:
         from gramc.schemas.unique import UniquePlanner
 
-        grammar.unique = UniquePlanner(compiler).plan()
+        planner = UniquePlanner(compiler)
+        grammar.unique = planner.plan()
+        unplanned = planner.unplanned()
+        if unplanned:  # objects the plan cannot locate keep schema order (a restriction): again
+            compiler = SchemaCompiler(Document(schema), options, limits, runtime_unique=True, unplanned=unplanned)
+            grammar = compiler.compile()
+            planner = UniquePlanner(compiler)
+            grammar.unique = planner.plan()
+            if planner.unplanned():  # pragma: no cover - same document, same places
+                raise AssertionError("an object's members condition is at no place of the plan")
     for message in compiler.doc.notes + compiler.notes:
         warnings.warn(GramcWarning(f"{source_name}: {message}"), stacklevel=2)
     for item in compiler.approximations + compiler.restrictions:

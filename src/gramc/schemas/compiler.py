@@ -80,9 +80,14 @@ class SchemaCompiler:
     """Compiles one schema document; see the module docstring."""
 
     def __init__(self, doc: Document, options: SchemaOptions = SchemaOptions(),
-                 limits: Limits = DEFAULT_LIMITS, runtime_unique: bool = False):
+                 limits: Limits = DEFAULT_LIMITS, runtime_unique: bool = False,
+                 unplanned: frozenset = frozenset()):
         self.doc = doc
         self.runtime_unique = runtime_unique  # uniqueItems left to the matcher (schemas.unique)
+        #: objects whose members the matcher checks (Objects._seen_body): by their parts,
+        #: (declared names, required names); and the parts an earlier compile could not plan
+        self.seen_objects: dict[frozenset, tuple[list[str], list[str]]] = {}
+        self.unplanned = unplanned
         self.options = options
         self.limits = limits
         self.ws = Whitespace(options.whitespace, options.max_whitespace)

@@ -242,7 +242,7 @@ class Objects:
             hi = None
         if c.options.property_order == "any" and (len(slots) > 1 or (slots and extra is not None)):
             where = parts[0].where if parts else "#"
-            got = self._any_order(slots, slot_names, extra, lo, hi, where)
+            got = self._any_order(slots, slot_names, extra, lo, hi, where, frozenset(parts))
             if got is not None:
                 return c.ws.wrap(b"{", b"}", *got)
         nullable, body = self._body(slots, extra, lo, hi)
@@ -344,15 +344,19 @@ class Objects:
     # ------------------------------------------------------------ any order
 
     def _any_order(self, slots: list[Slot], names: list[str], extra: Expr | None, lo: int, hi: int | None,
-                   where: str) -> tuple[bool, Expr] | None:
+                   where: str, key: frozenset[Node | Synth]) -> tuple[bool, Expr] | None:
         """(can be empty, the non-empty bodies) with the members in any order, or None (with
-        a reported restriction) when that needs more states than the option allows."""
+        a reported restriction) when that needs more states than the option allows and the
+        matcher cannot check the members instead (:meth:`_seen_body`)."""
         c = self.compiler
         k = c.options.any_order_max_properties
+        if len(slots) > k and self._seen_allowed(key, lo, hi):
+            return self._seen_body(slots, names, extra, key)
         if len(slots) > k:
             c.restrict("properties", where, f"{len(slots)} declared properties are more than "
-                          f"json_any_order_max_properties={k} (any order needs 2^{len(slots)} states); "
-                          "this object's members are accepted in schema order only")
+                          f"json_any_order_max_properties={k} (any order needs 2^{len(slots)} states) "
+                          f"and {self._why_not_seen(key, lo, hi)}; this object's members are accepted "
+                          "in schema order only")
             return None
         required = [r for _, r in slots]
         if any_order_body([m for m, _ in slots], required, extra, c.ws.comma, lo, hi, max_states=1 << k) is None:
@@ -368,6 +372,43 @@ class Objects:
         members: list[Expr] = [c.rules.helper(m, f"member_{_rule_base(name)}") for (m, _), name in zip(slots, names)]
         extra = None if extra is None else c.rules.helper(extra, "other_member")
         return any_order_body(members, required, extra, c.ws.comma, lo, hi)
+
+    def _seen_allowed(self, key: frozenset[Node | Synth], lo: int, hi: int | None) -> bool:
+        """May this object's members be checked by the matcher (a members condition in the
+        runtime plan) rather than by the grammar? Only where a matcher follows the output's
+        JSON structure, nothing is counted, no depth bound makes the same schema compile
+        differently by depth, and an earlier compile of this document did not find the
+        object at a place the plan cannot locate (``SchemaCompiler.unplanned``)."""
+        c = self.compiler
+        return (c.runtime_unique and lo == 0 and hi is None and c.options.max_depth is None
+                and key not in c.unplanned)
+
+    def _why_not_seen(self, key: frozenset[Node | Synth], lo: int, hi: int | None) -> str:
+        """Why :meth:`_seen_allowed` said no (for the restriction's message)."""
+        c = self.compiler
+        if not c.runtime_unique:
+            return "no matcher follows this schema's JSON structure to check the members"
+        if lo or hi is not None:
+            return "the matcher does not count members (minProperties/maxProperties)"
+        if c.options.max_depth is not None:
+            return "the matcher does not check members with json_max_depth set"
+        return ("the matcher cannot tell which schema governs this object where it is written (two "
+                "branches admitting objects, contains, patternProperties or listed values reach it)")
+
+    def _seen_body(self, slots: list[Slot], names: list[str], extra: Expr | None,
+                   key: frozenset[Node | Synth]) -> tuple[bool, Expr]:
+        """Any declared member or undeclared one, any number of times: what the matcher's
+        members condition leaves of it (each declared name at most once, every required one
+        before ``}``) is exactly the members in any order. Recorded in
+        ``SchemaCompiler.seen_objects`` for the plan (:mod:`gramc.schemas.unique`)."""
+        c = self.compiler
+        required = [n for (_, r), n in zip(slots, names) if r]
+        c.seen_objects[key] = (list(names), required)
+        members: list[Expr] = [c.rules.helper(m, f"member_{_rule_base(name)}") for (m, _), name in zip(slots, names)]
+        if extra is not None:
+            members.append(c.rules.helper(extra, "other_member"))
+        member = c.rules.helper(alt(*members), "any_member")
+        return not required, seq(member, repeat(seq(c.ws.comma, member), 0, None))
 
     # ------------------------------------------------------------ the member sequence
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from gramc.errors import SchemaError
 from gramc.schemas.atoms import Atom, Neg, Node, Synth
 from gramc.schemas.refs import escape_token
 
@@ -50,10 +51,18 @@ class UniquePlanner:
         self._values: dict[str, Any] = {}  # the schemas met, by pointer
         self._edges: dict[str, list[str]] = {}  # what applies inside each (children, $ref targets)
         self._mentions: dict[str, str] = {}
+        #: objects whose members the matcher checks (SchemaCompiler.seen_objects): then every
+        #: place is followed, not only those that lead to a uniqueItems
+        self._follow_all = bool(compiler.seen_objects)
+        #: the keys of seen_objects that the plan located (a node's "o")
+        self.claimed: set[frozenset] = set()
+        #: the atoms of the places the plan does not follow (see unplanned)
+        self._unfollowed: list[Atom] = []
 
     def plan(self) -> dict[str, Any] | None:
-        """The plan, or None when no array of the document must be unique."""
-        if self.mentions(Node("")) is None:
+        """The plan, or None when no array of the document must be unique and no object's
+        members are checked."""
+        if self.mentions(Node("")) is None and not self._follow_all:
             return None
         root = self.node(frozenset({Node("")}))
         keep = self._with_unique_below()
@@ -65,13 +74,36 @@ class UniquePlanner:
             return new.get(i, -1)
 
         nodes = [{"u": n["u"], "p": [ref(i) for i in n["p"]], "r": ref(n["r"]),
-                  "k": {k: ref(i) for k, i in n["k"].items() if ref(i) >= 0}, "a": ref(n["a"])}
+                  "k": {k: ref(i) for k, i in n["k"].items() if ref(i) >= 0}, "a": ref(n["a"]),
+                  **({"o": n["o"]} if "o" in n else {})}
                  for old, n in enumerate(self._nodes) if old in keep]
         return {"root": new[root], "nodes": nodes}
 
+    def unplanned(self) -> frozenset:
+        """The objects of ``SchemaCompiler.seen_objects`` whose members the plan cannot be
+        sure to check wherever the grammar writes them: not located by any node, or made of
+        a schema that a place the plan does not follow (several branches admitting objects,
+        listed values, ``contains``, ``patternProperties``) reaches. Call after :meth:`plan`."""
+        reach: set[str] = set()
+        todo = [ptr for a in self._unfollowed for ptr in _pointers(a)]
+        while todo:
+            ptr = todo.pop()
+            if ptr in reach:
+                continue
+            reach.add(ptr)
+            if ptr not in self._edges:
+                try:
+                    self._discover(ptr)
+                except SchemaError:  # a made-up schema's pointer to no value: nothing below it
+                    continue
+            todo.extend(self._edges.get(ptr, ()))
+        return frozenset(k for k in self.c.seen_objects
+                         if k not in self.claimed or any(ptr in reach for a in k for ptr in _pointers(a)))
+
     def _with_unique_below(self) -> set[int]:
-        """Nodes with a unique array at or below them (a fixpoint: plans may be cyclic)."""
-        keep = {i for i, n in enumerate(self._nodes) if n["u"]}
+        """Nodes with a unique array or a members condition at or below them (a fixpoint:
+        plans may be cyclic)."""
+        keep = {i for i, n in enumerate(self._nodes) if n["u"] or "o" in n}
         changed = True
         while changed:
             changed = False
@@ -85,7 +117,7 @@ class UniquePlanner:
 
     def node(self, conj: frozenset[Atom] | None) -> int:
         """The node of a value that must satisfy ``conj`` (-1: none needed)."""
-        if conj is None or not any(self.mentions(a) for a in conj):
+        if conj is None or not (self._follow_all or any(self.mentions(a) for a in conj)):
             return -1
         c = self.c
         flat = c.flatten(conj)
@@ -115,6 +147,7 @@ class UniquePlanner:
             return
         n["u"] = bool(view.unique) and (view.hi is None or view.hi > 1)
         for atom, *_, where in view.contains:
+            self._unfollowed.append(atom)
             site = self.mentions(atom)
             if site is not None:
                 c.approx("uniqueItems", site, f"an array item that may or may not match the 'contains' at {where} "
@@ -128,6 +161,11 @@ class UniquePlanner:
         resolved = self._resolve(parts, "object")
         if resolved is None:
             return
+        key = frozenset(c.positive(resolved))
+        seen = c.seen_objects.get(key)
+        if seen is not None:
+            n["o"] = [seen[0], seen[1]]
+            self.claimed.add(key)
         view = c.objects.view(resolved)
         for name in view.names:
             child = self.node(view.value_atoms(c, name))
@@ -135,12 +173,14 @@ class UniquePlanner:
                 n["k"][name] = child
         patterns = [(rx, atom) for p in view.parts for rx, atom, _ in p.patterns]
         for _, atom in patterns:
+            self._unfollowed.append(atom)
             site = self.mentions(atom)
             if site is not None:
                 c.approx("uniqueItems", site, "values of patternProperties are not followed by the runtime "
                          "check; uniqueness is not enforced there")
         other = view.region_atoms(c, frozenset())
         if patterns:
+            self._unfollowed.extend(other or ())
             site = next((s for a in other or () if (s := self.mentions(a)) is not None), None)
             if site is not None:
                 c.approx("uniqueItems", site, "values of undeclared names next to patternProperties are not "
@@ -156,6 +196,7 @@ class UniquePlanner:
         c = self.c
         while True:
             if any("const" in c.part(p) or "enum" in c.part(p) for p in c.positive(parts)):
+                self._unfollowed.extend(parts)
                 return None
             split = c.combinators.disjunction(parts, kind)
             if split is None:
@@ -170,6 +211,7 @@ class UniquePlanner:
             if not live:
                 return None
             if len(live) > 1:
+                self._unfollowed.extend(a for b in live for a in b)
                 sites = [s for b in live for a in b if (s := self.mentions(a)) is not None]
                 if sites:
                     c.approx("uniqueItems", sites[0], f"several branches of the {split[1]!r} at "
@@ -247,6 +289,22 @@ class UniquePlanner:
                     found[src] = found[w]
                     todo.append(src)
         return found
+
+
+def _pointers(atom: Atom) -> list[str]:
+    """The schema pointers an atom is made of (a made-up schema's own, and its subschemas')."""
+    if isinstance(atom, Neg):
+        return _pointers(atom.inner)
+    if isinstance(atom, Node):
+        return [atom.pointer]
+    out = [atom.pointer] if atom.items else []
+    for _, value in atom.items:
+        for v in value if isinstance(value, (list, tuple)) else (value,):
+            if isinstance(v, tuple) and len(v) == 2 and isinstance(v[1], (Node, Synth, Neg)):
+                v = v[1]  # (name, atom) of an object of subschemas
+            if isinstance(v, (Node, Synth, Neg)):
+                out += _pointers(v)
+    return out
 
 
 __all__ = ["UniquePlanner"]
