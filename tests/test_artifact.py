@@ -116,7 +116,7 @@ def test_derived_tables_are_counted_against_the_limit_before_allocating():
 
 
 def test_newer_artifact_layout_is_a_version_error(art):
-    data = _tamper(art, x=lambda m, a: m.__setitem__("artifact_version", 6))
+    data = _tamper(art, x=lambda m, a: m.__setitem__("artifact_version", 7))
     with pytest.raises(ArtifactVersionError):
         gramc.from_bytes(data)
 

@@ -69,7 +69,7 @@ def artifacts(schema: dict, vocab: Vocab) -> dict[str, gramc.Artifact]:
         "pda": PDAArtifact.bound(pda, meta, vocab), "pda-lazy": PDAArtifact.bound(pda, meta, vocab, lazy=True),
     }
     out["dfa-loaded"] = gramc.from_bytes(out["dfa"].to_bytes(), vocab)
-    out["pda-loaded"] = gramc.from_bytes(out["pda"].to_bytes())
+    out["pda-loaded"] = gramc.from_bytes(out["pda"].to_bytes(), vocab)
     return out
 
 
