@@ -806,7 +806,14 @@ def _run_engine(engine, records, workers, vocab_key, time_limit_s, test_time_lim
         w.kill()
         finish(w, res)
         restarts += 1
-        pool[pool.index(w)] = Worker(mp, engine, vocab_key, mem_limit_gb, adapter_options)
+        for attempt in range(3):  # a replacement's setup can time out on a loaded machine
+            try:
+                pool[pool.index(w)] = Worker(mp, engine, vocab_key, mem_limit_gb, adapter_options)
+                return
+            except RuntimeError as e:
+                if "timed out" not in str(e) or attempt == 2:
+                    raise
+                print(f"  {engine}: {e}; starting it again", file=sys.stderr, flush=True)
 
     try:
         while todo or any(w.rec is not None for w in pool):
