@@ -52,9 +52,9 @@ def synthetic_vocab() -> Vocab:
 SYNTH = synthetic_vocab()
 
 
-def artifacts(schema: dict, vocab: Vocab) -> dict[str, gramc.Artifact]:
+def artifacts(schema: dict, vocab: Vocab, options: SchemaOptions = SCHEMA_OPTIONS) -> dict[str, gramc.Artifact]:
     """The schema as DFA and PDA artifacts, eager and lazy, and eager ones read back."""
-    grammar, _ = schema_to_grammar(schema, SCHEMA_OPTIONS)
+    grammar, _ = schema_to_grammar(schema, options)
     assert grammar.unique is not None
     meta = {"format": "json_schema", "unique": grammar.unique}
     kind, dfa = build_automaton(grammar)
