@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gramc.compiler.ir import EMPTY, NOTHING, Alt, Bytes, Expr, Grammar, Ref, Repeat, Seq, Token
+from gramc.compiler.ir import EMPTY, NOTHING, Alt, Bytes, Expr, Grammar, Machine, Ref, Repeat, Seq, Token
 from gramc.errors import LimitExceededError
 
 __all__ = ["capture_grammar", "MAX_CAPTURE_SYMBOLS"]
@@ -68,10 +68,29 @@ class _Writer:
             out = [self.fresh([])]
         elif isinstance(e, Repeat):
             out = self.repeat(e)
+        elif isinstance(e, Machine):
+            out = [self.machine(e)]
         else:  # TokenName: resolved before a compile gets here
             raise TypeError(f"cannot write {type(e).__name__} into a capture grammar")
         self.memo[e] = out
         return out
+
+    def machine(self, e: Machine) -> list[Any]:
+        """A :class:`Machine` as a right-linear grammar: one nonterminal per state, an
+        alternative per transition (its bytes, then the target's nonterminal), an empty one
+        where the state accepts."""
+        base = len(self.rules)
+        self.rules.extend([] for _ in e.accept)
+        for q, (edges, final) in enumerate(zip(e.edges, e.accept)):
+            alts: list[list[list[Any]]] = [[["b", format(mask, "x")], ["r", base + t]] for mask, t in edges]
+            if final:
+                alts.append([])
+            self.rules[base + q] = alts
+            self.size += sum(len(a) for a in alts) + 1
+        if self.size > MAX_CAPTURE_SYMBOLS:
+            raise LimitExceededError("max_capture_symbols", self.size, MAX_CAPTURE_SYMBOLS,
+                                     "the capture grammar (a byte automaton written out)")
+        return ["r", base + e.start]
 
     def repeat(self, e: Repeat) -> list[list[Any]]:
         item = self.symbols(e.item)
