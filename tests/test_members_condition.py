@@ -37,7 +37,7 @@ from gramc.runtime.pda_artifact import PDAArtifact
 from gramc.schemas import SchemaOptions, schema_to_grammar
 from gramc.vocab import Vocab, load_vocab
 
-from test_unique_items import Oracle, explore
+from test_unique_items import Oracle, dfa_texts, explore
 from test_unique_items import artifacts as unique_artifacts
 
 #: Objects with more than one declared property take the members condition.
@@ -67,18 +67,7 @@ def documents(schema: dict) -> list[bytes]:
     """The valid documents, from the exact any-order automaton (finite)."""
     grammar, _ = schema_to_grammar(schema, EXACT)
     assert grammar.unique is None
-    _, dfa = build_automaton(grammar)
-    out: list[bytes] = []
-    todo = [(dfa.start, b"")]
-    while todo:
-        q, text = todo.pop()
-        assert len(text) < 80, "not a finite language"
-        if dfa.accept[q]:
-            out.append(text)
-        for b in range(256):
-            nq = int(dfa.delta[q, dfa.byte_class[b]])
-            if nq:
-                todo.append((nq, text + bytes([b])))
+    out = dfa_texts(build_automaton(grammar)[1])
     validator = Draft202012Validator(schema)
     assert all(validator.is_valid(json.loads(d)) for d in out)
     return sorted(out)
