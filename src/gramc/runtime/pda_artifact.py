@@ -18,7 +18,7 @@ from gramc.automata.pda_table import PDATable
 from gramc.automata.trie import trie_for
 from gramc.bitmask import sparse_rows
 from gramc.limits import DEFAULT_LIMITS, DEFAULT_RUNTIME_LIMITS, Deadline, Limits, RuntimeLimits
-from gramc.runtime.artifact import Artifact, VocabInfo
+from gramc.runtime.artifact import FINGERPRINT_ARTIFACT_VERSION, Artifact, VocabInfo
 from gramc.runtime.pda_finish import Edges, finish_ranks
 from gramc.runtime.pda_tokens import PDATokenTable
 from gramc.vocab import Vocab
@@ -86,15 +86,16 @@ class PDAArtifact(Artifact):
         meta = self._header({"start_rule": int(self.pda.start_rule),
                              "rule_names": list(self.pda.rule_names), "depth": self.depth})
         arrays = {f"pda.{k}": v for k, v in self.pda.arrays().items()}
+        pda = self.pda
+        if meta["artifact_version"] >= FINGERPRINT_ARTIFACT_VERSION:  # bound, or unbound with a members plan
+            arrays["pda.finish_rank"] = finish_ranks(Edges(pda.delta, pda.call_base), pda.accept,
+                                                     pda.node_rule, pda.rule_start)
         if self.vocab is not None:
             t = self.token_table  # raises while it awaits its vocabulary
             nodes = eager_rows(self.pda, t.trie, self.depth) if t.stored is None else t.stored
             rows, row_of = nodes.distinct()
             indptr, ids, complement = sparse_rows(rows, t.vocab_size)
-            pda = self.pda
-            ranks = finish_ranks(Edges(pda.delta, pda.call_base), pda.accept, pda.node_rule, pda.rule_start)
             arrays.update({
-                "pda.finish_rank": ranks,
                 "nodes.row_indptr": indptr,
                 "nodes.row_ids": ids,
                 "nodes.row_complement": complement,
