@@ -394,3 +394,39 @@ def check_artifact_ok(art, text: bytes) -> bool:
     from gramc.runtime.check import check_artifact
 
     return check_artifact(art, text).ok
+
+
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers(-20, 200) | st.sampled_from([1.5, 0.0, 1e3]) | st.text("ab\"\\ ,]}[{", max_size=3),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text("ab", max_size=2), inner, max_size=3),
+    max_leaves=12)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(value=st.lists(JSON_VALUES, min_size=1, max_size=5), spaced=st.booleans())
+def test_every_token_that_completes_an_item_is_checked(value, spaced):
+    """The runtime checks only the tokens its per-mode event rows select (a sparse subset of
+    the mask); any token that completes an item of an open unique array (or opens one and
+    completes an item of it) must be among them, from every prefix of a document, with every
+    slice of its continuation as the token."""
+    from gramc.runtime.unique import Plan, UniqueCheck, _ids
+
+    text = json.dumps(value, separators=(", ", ": ") if spaced else (",", ":")).encode()
+    pieces = sorted({text[p:p + n] for p in range(len(text)) for n in range(1, 9)} | {b"["})
+    check = UniqueCheck(Plan({"root": 0, "nodes": [{"u": True, "p": [], "r": 0, "k": {}, "a": 0}]}), pieces, frozenset())
+    everything = np.full((len(pieces) + 31) // 32, 0xFFFFFFFF, dtype=np.uint32)
+    tracker = check.initial()
+    for p in range(len(text)):
+        selected = set(_ids(check._item_ends(tracker) & everything))
+        for t, piece in enumerate(pieces):
+            if not text.startswith(piece, p):
+                continue
+            nxt = tracker.feed(piece)
+            completes = nxt is None or any(
+                len(nxt.frames) <= d or len(nxt.frames[d].raws) > len(f.raws)
+                for d, f in enumerate(tracker.frames) if f.array) or (
+                len(nxt.frames) > len(tracker.frames) and any(f.raws for f in nxt.frames[len(tracker.frames):]))
+            assert not completes or t in selected, (text[:p], piece)
+        tracker = tracker.feed(text[p:p + 1])
+        if tracker is None:  # the document repeats an item itself: the rest is never reached
+            return

@@ -20,6 +20,11 @@ A mask is the grammar's mask less:
   prefix of an earlier item's, by a breadth-first search of the item's completions through
   the grammar, bounded by :data:`SEARCH_BUDGET` expansions (past it the token is kept).
 
+Both kinds of token are found from per-mode token rows (what a token does read from inside a
+string or outside one: leave the string, close k levels, open an array) and an index of the
+tokens by compact form, so a mask checks a few tokens, not every token with a quote; and
+longest first, since a token that is a prefix of one that passed passes too.
+
 The matcher's state is a pair (the grammar's state, the tracker's), both immutable, so
 rollback and fork work as for any matcher.
 """
@@ -27,6 +32,7 @@ rollback and fork work as for any matcher.
 from __future__ import annotations
 
 import json
+import re
 from bisect import bisect_left
 from collections import deque
 import decimal
@@ -35,7 +41,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from gramc.bitmask import pack_dense, unpack_row
+from gramc.bitmask import pack_dense
 from gramc.errors import ArtifactFormatError
 from gramc.runtime.cache import LRUCache
 
@@ -46,8 +52,13 @@ ALIVE_CACHE = 4096
 #: Bytes that can end an item (a string's quote, a container's bracket, what follows a
 #: number or a literal).
 SETTLE = b'"]},: \t\n\r'
+SETTLE_SET = frozenset(SETTLE)
 WS = frozenset(b" \t\n\r")
 NUMBER = frozenset(b"0123456789+-.eE")
+
+#: Closing-bracket counts told apart when selecting the tokens that may complete an item (a
+#: token with more counts as this many: a superset, so still sound).
+CLOSE_LEVELS = 4
 
 #: Lexical states of the tracker.
 _NONE, _STR, _ESC, _NUM, _LIT = range(5)
@@ -168,12 +179,19 @@ def _number(d: Decimal) -> Any:
 _WIDE = decimal.Context(prec=decimal.MAX_PREC, Emax=decimal.MAX_EMAX, Emin=decimal.MIN_EMIN)
 
 
-def compact(text: bytes) -> bytes:
-    """``text`` without the whitespace outside strings (a partial text included)."""
-    if not any(b in WS for b in text):
+#: Where :func:`compact` begins reading: outside a string, inside one, after a backslash in one.
+#: (:data:`NEXT`: outside, past the whitespace and commas that come before the next item.)
+OUTSIDE, INSIDE, ESCAPED, NEXT = range(4)
+_WS_RE = re.compile(rb"[ \t\n\r]")
+
+
+def compact(text: bytes, start: int = OUTSIDE) -> bytes:
+    """``text`` without the whitespace outside strings (a partial text included), read from
+    ``start`` (one of :data:`OUTSIDE`, :data:`INSIDE`, :data:`ESCAPED`)."""
+    if _WS_RE.search(text) is None:
         return text
     out = bytearray()
-    in_str = esc = False
+    in_str, esc = start != OUTSIDE, start == ESCAPED
     for b in text:
         if in_str:
             out.append(b)
@@ -397,6 +415,17 @@ class Tracker:
         lexeme = self.text.slice(self.lex_start, pos) if self.lex != _NONE and self.text else None
         return (self.lex, lexeme, self.top_done, tuple(frames))
 
+    def unique_depth(self) -> int:
+        """How many frames lie above the innermost open unique array (-1: none is open)."""
+        if not self.n_unique:
+            return -1
+        unique = self.plan.unique
+        for d in range(len(self.frames) - 1, -1, -1):
+            f = self.frames[d]
+            if f.array and f.node >= 0 and unique[f.node]:
+                return len(self.frames) - 1 - d
+        return -1  # pragma: no cover - n_unique counts the open ones
+
     def order_depth(self) -> int:
         """How many frames lie above the innermost object with a members condition (-1:
         none is open)."""
@@ -464,12 +493,38 @@ class UniqueCheck:
         has[np.frombuffer(b"".join(tokens), dtype=np.uint8), owner] = True
         has[:, sorted(special)] = False
         settle = has[list(SETTLE)].any(axis=0)
-        self._quote, self._settle, self._open = pack_dense(np.stack([has[0x22], settle, has[0x5B] & settle]))
+        flat = np.frombuffer(b"".join(tokens), dtype=np.uint8)
+        at = np.arange(len(flat))
+
+        def first(byte_set: bytes) -> np.ndarray:  # per token: where its first byte of the set is
+            where = np.isin(flat, np.frombuffer(byte_set, dtype=np.uint8))
+            out = np.full(size, len(flat), dtype=np.int64)
+            np.minimum.at(out, owner[where], at[where])
+            return out
+
+        settles = np.isin(flat, np.frombuffer(SETTLE, dtype=np.uint8))
+        last_settle = np.full(size, -1, dtype=np.int64)
+        np.maximum.at(last_settle, owner[settles], at[settles])
+        self._quote, self._settle = pack_dense(np.stack([has[0x22], settle]))
+        #: per form mode, the tokens whose compact form may differ from their bytes
+        ws = has[list(WS)].any(axis=0)
+        self._reform = {OUTSIDE: np.flatnonzero(ws), INSIDE: np.flatnonzero(ws & has[0x22]),
+                        ESCAPED: np.flatnonzero(ws & has[0x22]), NEXT: np.flatnonzero(ws | has[0x2C])}
+        closes = np.zeros(size, dtype=np.int64)
+        np.add.at(closes, owner, (flat == 0x5D) | (flat == 0x7D))
+        closes[sorted(special)] = 0
+        #: per lexical mode the tokens read structurally, by :func:`token_events`
+        self._events = {mode: _event_rows(tokens, special, has, mode) for mode in (OUTSIDE, INSIDE, ESCAPED)}
         # members conditions: what can end a name, begin one (a comma) or close an object;
         # the same after closing an inner value; what can open an object
         member = has[0x22] | has[0x2C] | has[0x7D]
         quotes = np.fromiter((d.count(b'"') for d in tokens), dtype=np.int64, count=size)
         quotes[sorted(special)] = 0
+        # from between items: what can write a whole item (a string, a closed container, a
+        # number or a literal followed by a byte that settles it)
+        whole = (quotes >= 2) | (closes >= 1) | (first(bytes(NUMBER) + bytes(range(0x61, 0x7B))) < last_settle)
+        whole[sorted(special)] = False
+        self._whole = pack_dense(whole[None, :])[0]
         # inside a string value: what closes it and then begins or ends a member
         value_end = has[0x22] & (has[0x2C] | has[0x7D] | (quotes > 1))
         # outside strings, past a name: what ends the member (or writes a whole string and more)
@@ -482,7 +537,7 @@ class UniqueCheck:
         self._sorted_ids = [t for _, t in order]
         self.max_len = max((len(d) for d in self._sorted), default=0)
         self._alive = LRUCache(ALIVE_CACHE)
-        self._index: dict[bool, dict[bytes, list[int]]] = {}
+        self._index: dict[int, dict[bytes, list[int]]] = {}
 
     def initial(self) -> Tracker:
         return Tracker(self.plan)
@@ -492,27 +547,30 @@ class UniqueCheck:
         or lead only to one."""
         if tracker.top_done and not tracker.frames:
             return words
-        if tracker.n_unique == 0:
-            sel = self._open
-        elif tracker.lex == _STR or tracker.lex == _ESC:
-            sel = self._quote
-        else:
-            sel = self._settle
+        sel = self._item_ends(tracker)
         more: list[int] = []
         if self.plan.has_order:
             order_sel, more = self._order_select(tracker)
             sel = sel | order_sel
         hits = words & sel
-        cand = np.flatnonzero(unpack_row(hits, self.size)).tolist() if hits.any() else []
+        cand = _ids(hits)
         if more:
             cand = sorted(set(cand).union(t for t in more if _bit(words, t)))
+        cand_set = set(cand).union(t for t in self._prefix_candidates(tracker) if _bit(words, t))
         tokens = self.tokens
+        alive: list[bytes] = []
         drop = []
-        for t in cand:  # tokens that may complete items: no duplicate, no dead end after
-            nxt = tracker.feed(tokens[t])
+        # no duplicate completed and no dead end after; longest first: a token that is a prefix
+        # of one that passed passes too (the longer one's bytes go through its state)
+        for t in sorted(cand_set, key=lambda t: (-len(tokens[t]), t)):
+            data = tokens[t]
+            if any(u.startswith(data) for u in alive):
+                continue
+            nxt = tracker.feed(data)
             if nxt is None or (_risky(nxt) and not self._token_alive(base_state, t, nxt, engine)):
                 drop.append(t)
-        drop += self._dead_ends(words, tracker, base_state, engine, set(cand))
+            else:
+                alive.append(data)
         if not drop:
             return words
         out = words.copy()
@@ -520,6 +578,23 @@ class UniqueCheck:
             out[t >> 5] &= np.uint32(~(1 << (t & 31)) & 0xFFFFFFFF)
         out.flags.writeable = False
         return out
+
+    def _item_ends(self, tracker: Tracker) -> np.ndarray:
+        """The tokens that may complete an item of an open unique array (a packed row): with
+        the innermost one k frames down, those with k closing brackets (and a quote, inside a
+        string); in it, what ends the item being written (a quote in a string, a settling byte
+        after a number or a literal) or writes a whole one; always those that open an array
+        and may complete an item of it."""
+        k = tracker.unique_depth()
+        lex = tracker.lex
+        ev = self._events[INSIDE if lex == _STR else ESCAPED if lex == _ESC else OUTSIDE]
+        if k < 0:
+            return ev.opens
+        if k == 0:
+            sel = ev.leaves if lex == _STR or lex == _ESC else self._whole if lex == _NONE else self._settle
+        else:
+            sel = ev.closing[min(k, CLOSE_LEVELS) - 1]
+        return sel | ev.opens
 
     def _order_select(self, tracker: Tracker) -> tuple[np.ndarray, list[int]]:
         """The tokens to check for the members conditions: a packed row, and token ids.
@@ -556,59 +631,47 @@ class UniqueCheck:
         return self._quote, more
 
     def _token_alive(self, base_state: Any, t: int, tracker: Tracker, engine: "Engine") -> bool:
-        nxt = engine.step(base_state, self.tokens[t])
+        nxt = engine.step_token(base_state, t)
         return nxt is None or self.alive(nxt, tracker, engine)
 
     # ------------------------------------------------------------ dead ends
 
-    def _dead_ends(self, row: np.ndarray, tracker: Tracker, base_state: Any, engine: "Engine",
-                   done: set[int]) -> list[int]:
-        """The tokens (other than ``done``) after which an item being written can only end
-        as a duplicate: looked for where the item's text would be a prefix of an earlier
-        item's, then searched."""
+    def _prefix_candidates(self, tracker: Tracker) -> set[int]:
+        """The tokens after which an item being written would still be a prefix of an
+        earlier item's text (by compact form), where a dead end may begin."""
         items = tracker.open_items()
-        if not items:
-            return []
         cands: set[int] = set()
-        in_string = tracker.lex in (_STR, _ESC)
+        if not items:
+            return cands
+        mode = INSIDE if tracker.lex == _STR else ESCAPED if tracker.lex == _ESC else OUTSIDE
         for depth, partial in items:
-            raws = tracker.frames[depth].raws
-            if in_string and partial is not None:  # a string's bytes are its own: look them up
-                for r in raws:
-                    if r.startswith(partial) and len(r) > len(partial):
-                        cands.update(self._prefix_tokens(r[len(partial):]))
-                continue
-            index = self._forms(partial is None)  # tokens by their compact form
-            base = partial or b""
-            for r in raws:
+            form_mode, base = (NEXT, b"") if partial is None else (mode, partial)
+            for r in tracker.frames[depth].raws:
                 if r.startswith(base):
                     rem = r[len(base):]
                     for n in range(min(len(rem), self.max_len) + 1):
-                        cands.update(t for t in index.get(rem[:n], ()) if _bit(row, t))
-        dead = []
-        for t in sorted(cands - done):
-            if not _bit(row, t):
-                continue
-            nxt = tracker.feed(self.tokens[t])
-            if nxt is not None and not self._token_alive(base_state, t, nxt, engine):
-                dead.append(t)
-        return dead
+                        cands.update(self._form_tokens(rem[:n], form_mode))
+        return cands
 
-    def _forms(self, stripped: bool) -> dict[bytes, list[int]]:
-        """Token ids by their compact form read outside a string (``stripped``: without the
-        whitespace and commas they begin with: how a token that begins the next item reads);
-        made on first use."""
-        forms = self._index.get(stripped)
-        if forms is None:
-            forms = self._index[stripped] = {}
-            for data, t in zip(self._sorted, self._sorted_ids):
-                forms.setdefault(compact(data.lstrip(b" \t\n\r,") if stripped else data), []).append(t)
-        return forms
+    def _form_tokens(self, form: bytes, mode: int) -> list[int]:
+        """The tokens whose compact form read from ``mode`` is ``form`` (:data:`NEXT`: read
+        outside a string without the whitespace and commas they begin with, as a token that
+        begins the next item reads)."""
+        out = self._prefix_tokens(form, exact=True) if form else []
+        other = self._index.get(mode)
+        if other is None:  # the tokens whose form differs from their bytes, made on first use
+            other = self._index[mode] = {}
+            for t in self._reform[mode].tolist():
+                data = self.tokens[t]
+                f = compact(data.lstrip(b" \t\n\r,"), OUTSIDE) if mode == NEXT else compact(data, mode)
+                if f != data:
+                    other.setdefault(f, []).append(t)
+        return out + other.get(form, [])
 
-    def _prefix_tokens(self, rem: bytes) -> list[int]:
-        """The tokens that are non-empty prefixes of ``rem``."""
+    def _prefix_tokens(self, rem: bytes, exact: bool = False) -> list[int]:
+        """The tokens that are non-empty prefixes of ``rem`` (``exact``: equal to it)."""
         out = []
-        for n in range(1, min(len(rem), self.max_len) + 1):
+        for n in range(len(rem) if exact else 1, min(len(rem), self.max_len) + 1):
             key = rem[:n]
             i = bisect_left(self._sorted, key)
             while i < len(self._sorted) and self._sorted[i] == key:
@@ -640,7 +703,8 @@ class UniqueCheck:
         budget = SEARCH_BUDGET
         while todo:
             state, tr = todo.popleft()
-            for b in engine.live_bytes(state):
+            live = engine.live_bytes(state)
+            for b in [b for b in live if b not in WS] + [b for b in live if b in WS]:  # whitespace changes no value
                 budget -= 1
                 if budget < 0:
                     return True
@@ -662,6 +726,60 @@ class UniqueCheck:
         return False
 
 
+class Events:
+    """Packed rows of the tokens that, read from one lexical mode with nothing else known,
+    leave the string they begin in (``leaves``), open an array and then write a byte that
+    may settle an item of it (``opens``), or close at least k levels below where they
+    begin (``closing[k - 1]``, k = 1 .. :data:`CLOSE_LEVELS`)."""
+
+    __slots__ = ("leaves", "opens", "closing")
+
+    def __init__(self, leaves: np.ndarray, opens: np.ndarray, closing: np.ndarray):
+        self.leaves, self.opens, self.closing = leaves, opens, closing
+
+
+def token_events(data: bytes, mode: int) -> tuple[bool, bool, int]:
+    """What ``data`` does read from ``mode`` (see :class:`Events`): (leaves its string, opens an
+    array then writes a settling byte, levels closed below its start)."""
+    in_str, esc = mode != OUTSIDE, mode == ESCAPED
+    leaves = opened = opens = False
+    depth = low = 0
+    for b in data:
+        if in_str:
+            if esc:
+                esc = False
+            elif b == 0x5C:
+                esc = True
+            elif b == 0x22:
+                in_str, leaves = False, True
+            continue
+        if opened and b in SETTLE_SET:
+            opens = True
+        if b == 0x22:
+            in_str = True
+        elif b == 0x5B or b == 0x7B:
+            depth += 1
+            opened = opened or b == 0x5B
+        elif b == 0x5D or b == 0x7D:
+            depth -= 1
+            low = min(low, depth)
+    return leaves, opens, -low
+
+
+def _event_rows(tokens: Sequence[bytes], special: frozenset[int], has: np.ndarray, mode: int) -> Events:
+    """:class:`Events` of ``mode``, read token by token where a token has a byte that can
+    make one (a quote; outside a string, a bracket)."""
+    size = len(tokens)
+    rows = np.zeros((2 + CLOSE_LEVELS, size), dtype=bool)
+    may = has[0x22] if mode != OUTSIDE else has[0x22] | has[0x5B] | has[0x5D] | has[0x7D]
+    for t in np.flatnonzero(may).tolist():
+        leaves, opens, closed = token_events(tokens[t], mode)
+        rows[0, t], rows[1, t] = leaves, opens
+        rows[2: 2 + min(closed, CLOSE_LEVELS), t] = True
+    packed = pack_dense(rows)
+    return Events(packed[0], packed[1], packed[2:])
+
+
 def _risky(tracker: Tracker) -> bool:
     """Could what is being written end only as a duplicate item or a repeated name?"""
     return _unique_risky(tracker) or tracker.order_risky()
@@ -676,16 +794,30 @@ def _unique_risky(tracker: Tracker) -> bool:
     return False
 
 
+def _ids(row: np.ndarray) -> list[int]:
+    """The token ids set in a packed row, in order (found word by word: rows here are sparse)."""
+    out = []
+    for i in np.flatnonzero(row).tolist():
+        v, base = int(row[i]), i << 5
+        while v:
+            low = v & -v
+            out.append(base + low.bit_length() - 1)
+            v ^= low
+    return out
+
+
 def _bit(row: np.ndarray, t: int) -> bool:
     return bool((int(row[t >> 5]) >> (t & 31)) & 1)
 
 
 class Engine:
-    """What the dead-end search needs of the grammar's own matcher: a byte step, the bytes a
-    state can read next, and a hashable key of a state (None: not memoised)."""
+    """What the dead-end search needs of the grammar's own matcher: a byte step, a token
+    step (the matcher's own, often faster than its bytes one by one), the bytes a state can
+    read next, and a hashable key of a state (None: not memoised)."""
 
-    def __init__(self, step: Any, live_bytes: Any, key: Any):
+    def __init__(self, step: Any, step_token: Any, live_bytes: Any, key: Any):
         self.step = step
+        self.step_token = step_token
         self.live_bytes = live_bytes
         self.key = key
 

@@ -39,6 +39,7 @@ class UniqueMixin(Matcher):
 
     def _engine(self) -> Engine:
         return Engine(lambda s, data: super(UniqueMixin, self)._step_bytes(s, data),
+                      lambda s, token: super(UniqueMixin, self)._step_token(s, token),
                       lambda s: live_bytes(self._artifact, s), lambda s: state_key(self._artifact, s))
 
     def _start(self) -> Any:
