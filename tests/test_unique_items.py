@@ -430,3 +430,38 @@ def test_every_token_that_completes_an_item_is_checked(value, spaced):
         tracker = tracker.feed(text[p:p + 1])
         if tracker is None:  # the document repeats an item itself: the rest is never reached
             return
+
+
+@pytest.mark.parametrize("schema, texts", [
+    # branches that only add `required` beside a uniqueItems they share ask the same: exact
+    ({"type": "object", "properties": {"r": {"type": "array", "uniqueItems": True}, "a": {}},
+      "anyOf": [{"required": ["a"]}, {"required": ["b"]}]},
+     [b'{"r":[1,1],"a":1}', b'{"r":[1,2],"b":1}', b'{"r":[2,2],"b":1}', b'{"r":[2,3],"a":1}', b'{"r":[]}']),
+    ({"oneOf": [{"type": "object", "required": ["x"]}, {"type": "object", "required": ["y"]}],
+      "properties": {"x": {"type": "array", "items": {"type": "array", "uniqueItems": True}}}},
+     [b'{"x":[[1,2],[1,2]]}', b'{"x":[[1,1]]}', b'{"y":1,"x":[[3,"3",3]]}', b'{"y":1,"x":[[3,"3"]]}']),
+    # a declared name with nothing unique below, beside other names whose values are unique
+    ({"type": "object", "properties": {"x": {"type": "array"}},
+      "additionalProperties": {"type": "array", "uniqueItems": True}},
+     [b'{"x":[1,1]}', b'{"x":[1,1],"y":[1,1]}', b'{"x":[1,1],"y":[1,2]}', b'{"y":[[1],[1]]}']),
+])
+def test_places_that_every_branch_agrees_on_are_exact(schema, texts):
+    """Where several branches of a disjunction admit the value and agree on what must be
+    unique below it, the plan follows them without a warning, and whole-text checks agree
+    with jsonschema."""
+    from gramc.runtime.check import check_artifact
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", GramcWarning)
+        art = gramc.compile(json.dumps(schema), format="json_schema")
+    validator = Draft202012Validator(schema)
+    for text in texts:
+        assert check_artifact(art, text).ok == validator.is_valid(json.loads(text)), text
+
+
+def test_branches_that_differ_below_stay_reported():
+    schema = {"type": "object", "anyOf": [{"properties": {"r": {"type": "array", "uniqueItems": True}}},
+                                          {"properties": {"r": {"type": "array"}}}]}
+    with pytest.warns(GramcWarning, match="several branches of the 'anyOf'"):
+        grammar, approx = schema_to_grammar(schema)
+    assert [a.keyword for a in approx] == ["uniqueItems"]

@@ -10,8 +10,11 @@ leaves one branch for arrays). Nodes are made for the values of array positions 
 object members (declared names, and the other names where no ``patternProperties`` could
 claim them). Nodes with no unique array at or below them are dropped (-1 in the plan).
 
-Where the place of a value does not decide whether uniqueness applies (two branches of a
-disjunction both admit the kind and something below them says ``uniqueItems``, a
+Where several branches of a disjunction admit the kind, each branch's node is made: when
+they ask compatible things of every value below (``anyOf`` branches that only add
+``required`` or bounds beside a ``uniqueItems`` they share, a ``oneOf`` branch that rules a
+member out), one merged node stands for all, exactly. Where the place
+of a value does not decide whether uniqueness applies (branches that differ below, a
 ``patternProperties`` value, a ``contains`` schema), the keyword stays over-approximated and
 is reported as before.
 
@@ -40,6 +43,10 @@ NAME_MAPS = frozenset({"properties", "patternProperties", "$defs", "definitions"
 
 _AMBIGUOUS = "ambiguous"
 
+#: The node of a place no value can fill (a disjunction's branch rules it out): compatible
+#: with any node when branches are merged; -1 in the plan.
+IMPOSSIBLE = -2
+
 
 class UniquePlanner:
     """Builds the plan of one compiled document (see the module doc)."""
@@ -58,6 +65,8 @@ class UniquePlanner:
         self.claimed: set[frozenset] = set()
         #: the atoms of the places the plan does not follow (see unplanned)
         self._unfollowed: list[Atom] = []
+        #: nodes whose fields are still being filled (a cyclic schema reaches them again)
+        self._building: set[int] = set()
 
     def plan(self) -> dict[str, Any] | None:
         """The plan, or None when no array of the document must be unique and no object's
@@ -65,7 +74,7 @@ class UniquePlanner:
         if self.mentions(Node("")) is None and not self._follow_all:
             return None
         root = self.node(frozenset({Node("")}))
-        keep = self._with_unique_below()
+        keep = self._with_unique_below() & self._reachable(root)
         if root not in keep:
             return None
         new = {old: i for i, old in enumerate(sorted(keep))}
@@ -74,7 +83,8 @@ class UniquePlanner:
             return new.get(i, -1)
 
         nodes = [{"u": n["u"], "p": [ref(i) for i in n["p"]], "r": ref(n["r"]),
-                  "k": {k: ref(i) for k, i in n["k"].items() if ref(i) >= 0}, "a": ref(n["a"]),
+                  # a declared name with nothing unique below stays where other names lead somewhere
+                  "k": {k: ref(i) for k, i in n["k"].items() if ref(i) >= 0 or ref(n["a"]) >= 0}, "a": ref(n["a"]),
                   **({"o": n["o"]} if "o" in n else {})}
                  for old, n in enumerate(self._nodes) if old in keep]
         return {"root": new[root], "nodes": nodes}
@@ -100,6 +110,93 @@ class UniquePlanner:
         return frozenset(k for k in self.c.seen_objects
                          if k not in self.claimed or any(ptr in reach for a in k for ptr in _pointers(a)))
 
+    def _edges_of(self, i: int) -> tuple[int, ...]:
+        n = self._nodes[i]
+        return (*n["p"], n["r"], *n["k"].values(), n["a"])
+
+    def _reachable(self, root: int) -> set[int]:
+        """The nodes the plan's root leads to (a disjunction's branches that turned out
+        different are made but not used)."""
+        seen: set[int] = set()
+        todo = [root]
+        while todo:
+            i = todo.pop()
+            if i >= 0 and i not in seen:
+                seen.add(i)
+                todo.extend(self._edges_of(i))
+        return seen
+
+    def _merge(self, branches: list[int], kind: str) -> int | None:
+        """One node asking of a value of ``kind`` what each of ``branches`` (the nodes of a
+        disjunction's branches that admit it) asks, where they are compatible at every place
+        below: the same flags (a uniqueness that holds anyway, at most one item, is
+        compatible with either), the same members condition, and a value impossible in a
+        branch compatible with anything. None where they differ (or a node still being made
+        is met)."""
+        keep = self._with_unique_below()
+        memo: dict[tuple[int, int], int] = {}
+        nodes = self._nodes
+
+        def member(x: int, name: str) -> int:
+            return nodes[x]["k"].get(name, nodes[x]["a"])
+
+        def item(x: int, i: int) -> int:
+            p = nodes[x]["p"]
+            return p[i] if i < len(p) else nodes[x]["r"]
+
+        def pair(x: int, y: int, only: str | None = None) -> int | None:
+            if x == IMPOSSIBLE:
+                return y
+            if y == IMPOSSIBLE or x == y:
+                return x
+            if x == -1 or y == -1:  # no node: nothing asked of the value, so nothing may be below the other
+                return -1 if (y if x == -1 else x) not in keep else None
+            if x not in keep and y not in keep:
+                return -1
+            if x in self._building or y in self._building:
+                return None
+            if (x, y) in memo:
+                return memo[(x, y)]
+            nx, ny = nodes[x], nodes[y]
+            z = memo[(x, y)] = len(nodes)
+            n: dict[str, Any] = {"u": False, "p": [], "r": -1, "k": {}, "a": -1}
+            nodes.append(n)
+            if only in (None, "array"):
+                if nx["u"] != ny["u"] and not (nx.get("_free") if ny["u"] else ny.get("_free")):
+                    return None
+                n["u"], n["_free"] = nx["u"] or ny["u"], nx.get("_free", False) and ny.get("_free", False)
+                for i in range(max(len(nx["p"]), len(ny["p"])) + 1):
+                    last = i == max(len(nx["p"]), len(ny["p"]))
+                    m = pair(nx["r"], ny["r"]) if last else pair(item(x, i), item(y, i))
+                    if m is None:
+                        return None
+                    if last:
+                        n["r"] = m
+                    else:
+                        n["p"].append(m)
+            if only in (None, "object"):
+                if nx.get("o") != ny.get("o"):
+                    return None
+                if "o" in nx:
+                    n["o"] = nx["o"]
+                for name in sorted({*nx["k"], *ny["k"]}):
+                    m = pair(member(x, name), member(y, name))
+                    if m is None:
+                        return None
+                    n["k"][name] = m
+                m = pair(nx["a"], ny["a"])
+                if m is None:
+                    return None
+                n["a"] = m
+            return z
+
+        out: int | None = branches[0]
+        for j in branches[1:]:
+            if out is None:
+                break
+            out = pair(out, j, kind)
+        return out
+
     def _with_unique_below(self) -> set[int]:
         """Nodes with a unique array or a members condition at or below them (a fixpoint:
         plans may be cyclic)."""
@@ -107,8 +204,8 @@ class UniquePlanner:
         changed = True
         while changed:
             changed = False
-            for i, n in enumerate(self._nodes):
-                if i not in keep and any(j in keep for j in (*n["p"], n["r"], *n["k"].values(), n["a"])):
+            for i in range(len(self._nodes)):
+                if i not in keep and any(j in keep for j in self._edges_of(i)):
                     keep.add(i)
                     changed = True
         return keep
@@ -116,33 +213,44 @@ class UniquePlanner:
     # ------------------------------------------------------------ nodes
 
     def node(self, conj: frozenset[Atom] | None) -> int:
-        """The node of a value that must satisfy ``conj`` (-1: none needed)."""
-        if conj is None or not (self._follow_all or any(self.mentions(a) for a in conj)):
+        """The node of a value that must satisfy ``conj`` (-1: none needed; IMPOSSIBLE: no
+        value can, or ``conj`` is None: no value may be there; written -1 in the plan)."""
+        if conj is None:  # a forbidden name, a position past the last item
+            return IMPOSSIBLE
+        if not (self._follow_all or any(self.mentions(a) for a in conj)):
             return -1
         c = self.c
         flat = c.flatten(conj)
         if flat.false:
-            return -1
+            return IMPOSSIBLE
         key = frozenset(flat.parts)
         if key in self._ids:
             return self._ids[key]
         i = self._ids[key] = len(self._nodes)
         n: dict[str, Any] = {"u": False, "p": [], "r": -1, "k": {}, "a": -1}
         self._nodes.append(n)
+        self._building.add(i)
         kinds = c.kinds(c.types(flat.parts))
         if "array" in kinds:
             self._array(flat.parts, n)
         if "object" in kinds:
             self._object(flat.parts, n)
+        self._building.discard(i)
         return i
 
     def _array(self, parts: tuple[Atom, ...], n: dict[str, Any]) -> None:
         c = self.c
         resolved = self._resolve(parts, "array")
+        if isinstance(resolved, int):
+            merged = self._nodes[resolved]
+            n["u"], n["p"], n["r"], n["_free"] = merged["u"], merged["p"], merged["r"], merged.get("_free", False)
+            return
         if resolved is None:
             return
         positive = c.positive(resolved)
         view = c.arrays.view(positive)
+        #: uniqueness holds anyway (at most one item, or no array at all): compatible with either
+        n["_free"] = view.hi is not None and view.hi <= 1
         if view.hi is not None and view.lo > view.hi:
             return
         n["u"] = bool(view.unique) and (view.hi is None or view.hi > 1)
@@ -159,6 +267,12 @@ class UniquePlanner:
     def _object(self, parts: tuple[Atom, ...], n: dict[str, Any]) -> None:
         c = self.c
         resolved = self._resolve(parts, "object")
+        if isinstance(resolved, int):
+            merged = self._nodes[resolved]
+            n["k"], n["a"] = merged["k"], merged["a"]
+            if "o" in merged:
+                n["o"] = merged["o"]
+            return
         if resolved is None:
             return
         key = frozenset(c.positive(resolved))
@@ -168,9 +282,7 @@ class UniquePlanner:
             self.claimed.add(key)
         view = c.objects.view(resolved)
         for name in view.names:
-            child = self.node(view.value_atoms(c, name))
-            if child >= 0:
-                n["k"][name] = child
+            n["k"][name] = self.node(view.value_atoms(c, name))
         patterns = [(rx, atom) for p in view.parts for rx, atom, _ in p.patterns]
         for _, atom in patterns:
             self._unfollowed.append(atom)
@@ -188,10 +300,11 @@ class UniquePlanner:
             return
         n["a"] = self.node(other)
 
-    def _resolve(self, parts: tuple[Atom, ...], kind: str) -> tuple[Atom, ...] | None:
+    def _resolve(self, parts: tuple[Atom, ...], kind: str) -> tuple[Atom, ...] | int | None:
         """``parts`` with its disjunctions resolved for ``kind``: the one branch that admits
-        the kind, while there is one; None when no branch does, or when several do and the
-        place no longer decides uniqueness (reported), or when the values are listed
+        the kind, while there is one; where several do, the node merging theirs (an int)
+        when they are compatible; None when no branch does, or when the branches differ and
+        the place no longer decides uniqueness (reported), or when the values are listed
         (``enum``/``const``: the grammar writes only valid ones, uniqueness included)."""
         c = self.c
         while True:
@@ -210,6 +323,10 @@ class UniquePlanner:
                     live.append(flat.parts)
             if not live:
                 return None
+            if len(live) > 1:
+                merged = self._merge([self.node(frozenset(b)) for b in live], kind)
+                if merged is not None:
+                    return merged
             if len(live) > 1:
                 self._unfollowed.extend(a for b in live for a in b)
                 sites = [s for b in live for a in b if (s := self.mentions(a)) is not None]
