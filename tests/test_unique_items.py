@@ -202,6 +202,11 @@ OPEN = {
                "items": {"type": "array", "items": {"type": "integer"}, "uniqueItems": True}},
     "property": {"type": "object", "properties": {"tags": {"type": "array", "items": {"type": "string"},
                                                            "uniqueItems": True}}},
+    # member values found by the patterns their names match (both, one, none: other names)
+    "pattern": {"type": "object", "patternProperties": {
+        "^a": {"type": "array", "items": {"type": "integer"}, "uniqueItems": True},
+        "b$": {"type": "array", "items": {"type": "integer"}, "maxItems": 3}},
+        "additionalProperties": {"type": "array", "items": {"type": "integer"}}},
 }
 
 _ART: dict[tuple[str, str], gramc.Artifact] = {}
@@ -233,6 +238,9 @@ def instances(name: str) -> st.SearchStrategy:
     if name == "number":
         return st.lists(st.one_of(st.integers(-3, 12), st.sampled_from([1.0, 2.5, 0.0, 1e2, 10.0, 0.25])),
                         max_size=5)
+    if name == "pattern":
+        return st.dictionaries(st.sampled_from(["a", "ab", "b", "xb", "x", "\\u0061"]),
+                               st.lists(st.integers(0, 2), max_size=4), max_size=3)
     if name == "object":
         member = st.builds(lambda k, n: {**({"k": k} if k else {}), **({"n": n} if n is not None else {})},
                            st.sampled_from([None, "a", "b"]), st.one_of(st.none(), st.integers(0, 2)))
@@ -465,3 +473,45 @@ def test_branches_that_differ_below_stay_reported():
     with pytest.warns(GramcWarning, match="several branches of the 'anyOf'"):
         grammar, approx = schema_to_grammar(schema)
     assert [a.keyword for a in approx] == ["uniqueItems"]
+
+
+def test_patterns_route_member_values_and_the_plan_is_layout_7():
+    """A plan that finds member values by the patterns their names match is layout 7 (bound
+    or not); its patterns and routes are checked when read, and older layouts refuse it."""
+    from gramc.formats import container
+    from gramc.runtime.reader import read_artifact
+
+    art = gramc.compile(json.dumps(OPEN["pattern"]), "json_schema", SYNTH, options=COMPACT)
+    meta, arrays = art.to_arrays()
+    plan = meta["source"]["unique"]
+    assert meta["artifact_version"] == 7 and len(plan["patterns"]) == 2
+    assert gramc.compile(json.dumps(OPEN["pattern"]), "json_schema", options=COMPACT).to_arrays()[0][
+        "artifact_version"] == 7
+    back = gramc.from_bytes(container.pack(meta, arrays), SYNTH)
+    m = back.matcher()
+    assert m.commit_tokens(tokenize(b'{"xb":[1,1],"ab":[1,1', random.Random(0)))  # "xb": b$ only
+    assert not m.mask()[SYNTH.tokens.index(b"]")] and m.mask()[SYNTH.tokens.index(b"0")]  # "ab": ^a too
+    node = next(i for i, n in enumerate(plan["nodes"]) if "m" in n)
+    pattern = plan["patterns"][0]
+
+    def with_plan(**changes):
+        return {**meta, "source": {**meta["source"], "unique": {**plan, **changes}}}
+
+    def with_node(**changes):
+        nodes = [dict(n, **changes) if i == node else n for i, n in enumerate(plan["nodes"])]
+        return with_plan(nodes=nodes)
+
+    for bad in (with_plan(patterns="x"), with_plan(patterns=[{**pattern, "s": 10 ** 6}]),
+                with_plan(patterns=[{**pattern, "c": pattern["c"][:10]}, plan["patterns"][1]]),
+                with_plan(patterns=[{**pattern, "d": [[99] * len(pattern["d"][0])]}, plan["patterns"][1]]),
+                with_node(m=[[[5], 1]]), with_node(m=[[[], 1]]), with_node(m=[[[0], 1], [[0], 1]]),
+                with_node(m=[[[0], 99]]), with_plan(extra=1)):
+        with pytest.raises(ArtifactFormatError):
+            read_artifact(bad, arrays)
+    for version in (5, 6):  # a plan with patterns in an older layout
+        with pytest.raises(ArtifactFormatError, match="layout 7"):
+            read_artifact({**meta, "artifact_version": version}, arrays)
+    without = {k: v for k, v in plan.items() if k != "patterns"}
+    with pytest.raises(ArtifactFormatError, match="layout 7"):  # layout 7 without patterns
+        read_artifact({**meta, "source": {**meta["source"], "unique": {
+            **without, "nodes": [{k: v for k, v in n.items() if k != "m"} for n in plan["nodes"]]}}}, arrays)

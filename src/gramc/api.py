@@ -16,7 +16,7 @@ from gramc import __version__
 from gramc.compiler.pipeline import CompileOptions, compile_lowered, compile_source
 from gramc.grammar import Part, schema_text
 from gramc.limits import DEFAULT_LIMITS, DEFAULT_RUNTIME_LIMITS, Deadline, Limits, RuntimeLimits
-from gramc.runtime.artifact import ARTIFACT_VERSION, MEMBERS_ARTIFACT_VERSION, Artifact
+from gramc.runtime.artifact import ARTIFACT_VERSION, PATTERNS_ARTIFACT_VERSION, Artifact
 from gramc.runtime.counted import CountedArtifact
 from gramc.runtime.dfa_artifact import DFAArtifact
 from gramc.runtime.pda_artifact import PDAArtifact
@@ -141,7 +141,7 @@ def cache_key(source: str, format: str, options: CompileOptions, vocab: Vocab | 
         "compiler": __version__,
         "artifact": ARTIFACT_VERSION,
         # the newest layout written: a cache filled before uniqueItems plans is not reused
-        "layouts": MEMBERS_ARTIFACT_VERSION,
+        "layouts": PATTERNS_ARTIFACT_VERSION,
     }
     return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()
 

@@ -38,6 +38,8 @@ FINGERPRINT_ARTIFACT_VERSION = 5
 #: bound or not; older readers refuse it rather than serve masks that allow a repeated or
 #: missing member.
 MEMBERS_ARTIFACT_VERSION = 6
+#: Layout 7: a plan that routes member names by pattern (docs/format/gmask-v1.md, 11.10).
+PATTERNS_ARTIFACT_VERSION = 7
 
 
 @dataclass(frozen=True)
@@ -224,6 +226,8 @@ class Artifact(ABC):
 
     def _layout(self) -> int:
         """The layout version this artifact is written in (docs/format/gmask-v1.md, 11)."""
+        if has_patterns(self.meta.get("unique")):
+            return PATTERNS_ARTIFACT_VERSION
         if has_members(self.meta.get("unique")):
             return MEMBERS_ARTIFACT_VERSION
         if self.vocab is not None and (self.reads_token_bytes or self.has_unique):
@@ -276,5 +280,11 @@ def has_members(plan: Any) -> bool:
     return plan is not None and any("o" in node for node in plan["nodes"])
 
 
-__all__ = ["Artifact", "VocabInfo", "check_vocab", "has_members", "ARTIFACT_VERSION", "UNIQUE_ARTIFACT_VERSION",
-           "FINGERPRINT_ARTIFACT_VERSION", "MEMBERS_ARTIFACT_VERSION"]
+def has_patterns(plan: Any) -> bool:
+    """Does this runtime plan (None: none) route member names by pattern (layout 7)?"""
+    return plan is not None and "patterns" in plan
+
+
+__all__ = ["Artifact", "VocabInfo", "check_vocab", "has_members", "has_patterns", "ARTIFACT_VERSION",
+           "UNIQUE_ARTIFACT_VERSION", "FINGERPRINT_ARTIFACT_VERSION", "MEMBERS_ARTIFACT_VERSION",
+           "PATTERNS_ARTIFACT_VERSION"]

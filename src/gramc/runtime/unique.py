@@ -49,6 +49,8 @@ from gramc.runtime.cache import LRUCache
 SEARCH_BUDGET = 4096
 #: Dead-end searches remembered per artifact.
 ALIVE_CACHE = 4096
+#: (pattern, member name) matches remembered per plan.
+MATCH_CACHE = 4096
 #: Bytes that can end an item (a string's quote, a container's bracket, what follows a
 #: number or a literal).
 SETTLE = b'"]},: \t\n\r'
@@ -73,13 +75,20 @@ class Plan:
     Stored as ``{"root": int, "nodes": [{"u": bool, "p": [int], "r": int, "k": {str: int},
     "a": int}]}``; every node index is checked to be in range (or -1)."""
 
-    __slots__ = ("root", "unique", "prefix", "rest", "keys", "other", "order", "has_order", "raw")
+    __slots__ = ("root", "unique", "prefix", "rest", "keys", "other", "order", "has_order", "raw", "routes",
+                 "route_patterns", "patterns", "_matches")
 
     def __init__(self, raw: Any):
-        if not isinstance(raw, dict) or not isinstance(raw.get("nodes"), list):
-            raise ArtifactFormatError("the uniqueItems plan must be a map with a 'nodes' list")
+        if not isinstance(raw, dict) or not isinstance(raw.get("nodes"), list) \
+                or not set(raw) <= {"root", "nodes", "patterns"}:
+            raise ArtifactFormatError("the uniqueItems plan must be a map with a 'nodes' list (and 'patterns')")
         nodes = raw["nodes"]
         n = len(nodes)
+        raw_patterns = raw.get("patterns", [])
+        if not isinstance(raw_patterns, list):
+            raise ArtifactFormatError("uniqueItems plan: 'patterns' must be a list")
+        self.patterns = [NamePattern.read(p, i) for i, p in enumerate(raw_patterns)]
+        self._matches = LRUCache(MATCH_CACHE)
 
         def index(v: Any, where: str) -> int:
             if not isinstance(v, int) or isinstance(v, bool) or not -1 <= v < n:
@@ -93,11 +102,16 @@ class Plan:
         self.keys: list[dict[str, int]] = []
         self.other: list[int] = []
         self.order: list[Order | None] = []
+        self.routes: list[dict[frozenset[int], int] | None] = []
+        self.route_patterns: list[list[int]] = []
         for i, node in enumerate(nodes):
-            if not isinstance(node, dict) or not {"u", "p", "r", "k", "a"} <= set(node) <= {"u", "p", "r", "k", "a", "o"}:
+            if not isinstance(node, dict) or not {"u", "p", "r", "k", "a"} <= set(node) <= {"u", "p", "r", "k", "a", "o", "m"}:
                 raise ArtifactFormatError(f"uniqueItems plan: node {i} must have exactly the fields u, p, r, k, a "
-                                          "(and o where an object's members are checked)")
+                                          "(and o where an object's members are checked, m where names are "
+                                          "routed by pattern)")
             self.order.append(Order.read(node["o"], i) if "o" in node else None)
+            self.routes.append(self._read_routes(node["m"], i, index) if "m" in node else None)
+            self.route_patterns.append(sorted({p for r in self.routes[-1] or () for p in r}))
             if not isinstance(node["u"], bool) or not isinstance(node["p"], list) or not isinstance(node["k"], dict):
                 raise ArtifactFormatError(f"uniqueItems plan: node {i} has a field of the wrong type")
             self.unique.append(node["u"])
@@ -110,6 +124,23 @@ class Plan:
         self.has_order = any(o is not None for o in self.order)
         self.raw = raw
 
+    def _read_routes(self, raw: Any, i: int, index: Any) -> dict[frozenset[int], int]:
+        """A node's ``m``: ``[[pattern indices, node], ...]``, each region once, not empty."""
+        if not isinstance(raw, list):
+            raise ArtifactFormatError(f"uniqueItems plan: node {i} m must be a list of [patterns, node]")
+        out: dict[frozenset[int], int] = {}
+        for route in raw:
+            if (not isinstance(route, list) or len(route) != 2 or not isinstance(route[0], list) or not route[0]
+                    or not all(isinstance(p, int) and not isinstance(p, bool) and 0 <= p < len(self.patterns)
+                               for p in route[0])):
+                raise ArtifactFormatError(f"uniqueItems plan: node {i} m: each route must be [pattern indices in "
+                                          f"[0, {len(self.patterns)}), node]")
+            region = frozenset(route[0])
+            if region in out or len(region) != len(route[0]):
+                raise ArtifactFormatError(f"uniqueItems plan: node {i} m: a region is listed twice")
+            out[region] = index(route[1], f"node {i} m")
+        return out
+
     def item(self, node: int, i: int) -> int:
         if node < 0:
             return -1
@@ -119,7 +150,60 @@ class Plan:
     def member(self, node: int, key: str) -> int:
         if node < 0:
             return -1
-        return self.keys[node].get(key, self.other[node])
+        keys = self.keys[node]
+        if key in keys:
+            return keys[key]
+        routes = self.routes[node]
+        if routes is None:
+            return self.other[node]
+        region = frozenset(i for i in self.route_patterns[node] if self.matches(i, key))
+        return routes.get(region, -1) if region else self.other[node]
+
+    def matches(self, pattern: int, name: str) -> bool:
+        """Does member name ``name`` match pattern ``pattern`` (remembered, bounded)?"""
+        key = (pattern, name)
+        hit = self._matches.get(key)
+        if hit is None:
+            hit = self._matches.put(key, self.patterns[pattern].matches(name))
+        return bool(hit)
+
+
+class NamePattern:
+    """A ``patternProperties`` regex as the DFA of the JSON string literals (as
+    ``json.dumps`` writes them) whose value it matches, stored as ``{"c": byte classes
+    (256), "d": next states [S][C], "f": accepting states, "s": start}`` (state 0 is dead)."""
+
+    __slots__ = ("byte_class", "delta", "accept", "start")
+
+    def __init__(self, byte_class: list[int], delta: list[list[int]], accept: frozenset[int], start: int):
+        self.byte_class, self.delta, self.accept, self.start = byte_class, delta, accept, start
+
+    @classmethod
+    def read(cls, raw: Any, i: int) -> "NamePattern":
+        def ints(v: Any) -> bool:
+            return isinstance(v, list) and all(isinstance(x, int) and not isinstance(x, bool) for x in v)
+
+        where = f"uniqueItems plan: pattern {i}"
+        if not isinstance(raw, dict) or set(raw) != {"c", "d", "f", "s"}:
+            raise ArtifactFormatError(f"{where} must have exactly the fields c, d, f, s")
+        c, d, f, s = raw["c"], raw["d"], raw["f"], raw["s"]
+        if not (ints(c) and len(c) == 256 and isinstance(d, list) and d and all(ints(row) for row in d) and ints(f)
+                and isinstance(s, int) and not isinstance(s, bool)):
+            raise ArtifactFormatError(f"{where} has a field of the wrong type")
+        n_states, n_classes = len(d), len(d[0])
+        if (not all(0 <= x < n_classes for x in c) or any(len(row) != n_classes for row in d)
+                or not all(0 <= x < n_states for row in d for x in row) or not all(0 <= x < n_states for x in f)
+                or not 0 <= s < n_states):
+            raise ArtifactFormatError(f"{where}: a byte class, state or start out of range")
+        return cls(c, d, frozenset(f), s)
+
+    def matches(self, name: str) -> bool:
+        state = self.start
+        for b in json.dumps(name).encode():
+            state = self.delta[state][self.byte_class[b]]
+            if state == 0:
+                return False
+        return state in self.accept
 
 
 class Order:

@@ -272,7 +272,7 @@ class Objects:
 
     def _other_members(self, view: ObjectView, names_lang: Expr | None, depth: int) -> Expr | None:
         """One undeclared member (any region), or None when none is allowed."""
-        regions = self._regions(view)
+        regions = self.regions(view)
         out = []
         for region, key_parts in regions:
             # region None: the patterns could not be told apart; any value stands in
@@ -307,7 +307,7 @@ class Objects:
             key = difference(key, spellings)
         return None if is_empty(key) else key
 
-    def _regions(self, view: ObjectView) -> list[Region]:
+    def regions(self, view: ObjectView) -> list[Region]:
         """The regions of undeclared names (see :data:`Region`)."""
         c = self.compiler
         patterns: dict[str, str] = {}

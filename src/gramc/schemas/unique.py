@@ -26,6 +26,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
+from gramc.compiler.regular import dfa_of
 from gramc.errors import SchemaError
 from gramc.schemas.atoms import Atom, Neg, Node, Synth
 from gramc.schemas.refs import escape_token
@@ -42,6 +45,10 @@ NAME_MAPS = frozenset({"properties", "patternProperties", "$defs", "definitions"
                        "dependencies"})
 
 _AMBIGUOUS = "ambiguous"
+
+#: The largest pattern DFA (states x byte classes) the plan stores; a larger one leaves the
+#: pattern's values unfollowed (reported).
+MAX_PATTERN_CELLS = 1 << 16
 
 #: The node of a place no value can fill (a disjunction's branch rules it out): compatible
 #: with any node when branches are merged; -1 in the plan.
@@ -65,6 +72,9 @@ class UniquePlanner:
         self.claimed: set[frozenset] = set()
         #: the atoms of the places the plan does not follow (see unplanned)
         self._unfollowed: list[Atom] = []
+        #: the pattern DFAs of the plan (see _pattern), and each regex's index among them
+        self._patterns: list[dict[str, Any]] = []
+        self._pattern_ids: dict[str, int | None] = {}
         #: nodes whose fields are still being filled (a cyclic schema reaches them again)
         self._building: set[int] = set()
 
@@ -82,12 +92,23 @@ class UniquePlanner:
         def ref(i: int) -> int:
             return new.get(i, -1)
 
+        def routes(n: dict[str, Any]) -> dict[str, Any]:
+            m = [[ids, ref(i)] for ids, i in n.get("m", ()) if ref(i) >= 0]
+            return {"m": m} if m else {}
+
         nodes = [{"u": n["u"], "p": [ref(i) for i in n["p"]], "r": ref(n["r"]),
                   # a declared name with nothing unique below stays where other names lead somewhere
-                  "k": {k: ref(i) for k, i in n["k"].items() if ref(i) >= 0 or ref(n["a"]) >= 0}, "a": ref(n["a"]),
-                  **({"o": n["o"]} if "o" in n else {})}
+                  "k": {k: ref(i) for k, i in n["k"].items() if ref(i) >= 0 or ref(n["a"]) >= 0 or "m" in n},
+                  "a": ref(n["a"]), **({"o": n["o"]} if "o" in n else {}), **routes(n)}
                  for old, n in enumerate(self._nodes) if old in keep]
-        return {"root": new[root], "nodes": nodes}
+        used = sorted({i for n in nodes for ids, _ in n.get("m", ()) for i in ids})
+        if not used:
+            return {"root": new[root], "nodes": nodes}
+        renumber = {old: i for i, old in enumerate(used)}
+        for n in nodes:
+            for route in n.get("m", ()):
+                route[0] = [renumber[i] for i in route[0]]
+        return {"root": new[root], "nodes": nodes, "patterns": [self._patterns[i] for i in used]}
 
     def unplanned(self) -> frozenset:
         """The objects of ``SchemaCompiler.seen_objects`` whose members the plan cannot be
@@ -112,7 +133,7 @@ class UniquePlanner:
 
     def _edges_of(self, i: int) -> tuple[int, ...]:
         n = self._nodes[i]
-        return (*n["p"], n["r"], *n["k"].values(), n["a"])
+        return (*n["p"], n["r"], *n["k"].values(), n["a"], *(j for _, j in n.get("m", ())))
 
     def _reachable(self, root: int) -> set[int]:
         """The nodes the plan's root leads to (a disjunction's branches that turned out
@@ -175,7 +196,7 @@ class UniquePlanner:
                     else:
                         n["p"].append(m)
             if only in (None, "object"):
-                if nx.get("o") != ny.get("o"):
+                if nx.get("o") != ny.get("o") or "m" in nx or "m" in ny:  # routes by pattern: not merged
                     return None
                 if "o" in nx:
                     n["o"] = nx["o"]
@@ -284,13 +305,16 @@ class UniquePlanner:
         for name in view.names:
             n["k"][name] = self.node(view.value_atoms(c, name))
         patterns = [(rx, atom) for p in view.parts for rx, atom, _ in p.patterns]
+        other = view.region_atoms(c, frozenset())
+        if patterns and self._route(view, n):
+            n["a"] = self.node(other)
+            return
         for _, atom in patterns:
             self._unfollowed.append(atom)
             site = self.mentions(atom)
             if site is not None:
                 c.approx("uniqueItems", site, "values of patternProperties are not followed by the runtime "
                          "check; uniqueness is not enforced there")
-        other = view.region_atoms(c, frozenset())
         if patterns:
             self._unfollowed.extend(other or ())
             site = next((s for a in other or () if (s := self.mentions(a)) is not None), None)
@@ -299,6 +323,46 @@ class UniquePlanner:
                          "followed by the runtime check; uniqueness is not enforced there")
             return
         n["a"] = self.node(other)
+
+    def _route(self, view: Any, n: dict[str, Any]) -> bool:
+        """Give node ``n`` the nodes of its undeclared names by the patterns they match (a
+        node's ``m``: the region of names matching exactly those patterns, and its node),
+        each pattern's DFA stored once in the plan; False (nothing done) where the
+        patterns cannot be told apart exactly or a DFA is too large to store."""
+        c = self.c
+        with c.quiet():
+            regions = c.objects.regions(view)
+        if any(region is None for region, _ in regions):
+            return False
+        routes = []
+        for region, _ in regions:
+            if not region:
+                continue
+            ids = []
+            for rx in sorted(region):
+                i = self._pattern(rx)
+                if i is None:
+                    return False
+                ids.append(i)
+            routes.append((sorted(ids), self.node(view.region_atoms(c, region))))
+        n["m"] = routes
+        return True
+
+    def _pattern(self, rx: str) -> int | None:
+        """The index in the plan's ``patterns`` of the DFA of the JSON string literals whose
+        value matches ``rx`` (None: not exact, or larger than :data:`MAX_PATTERN_CELLS`)."""
+        if rx in self._pattern_ids:
+            return self._pattern_ids[rx]
+        lang = self.c.scalars.pattern_lang(rx)
+        table = None if lang is None else dfa_of(lang, self.c.limits)
+        if table is None or table.delta.size > MAX_PATTERN_CELLS:
+            self._pattern_ids[rx] = None
+            return None
+        n_classes = table.n_byte_classes
+        self._pattern_ids[rx] = len(self._patterns)
+        self._patterns.append({"c": table.byte_class.tolist(), "d": table.delta[:, :n_classes].tolist(),
+                               "f": [int(q) for q in np.flatnonzero(table.accept)], "s": int(table.start)})
+        return self._pattern_ids[rx]
 
     def _resolve(self, parts: tuple[Atom, ...], kind: str) -> tuple[Atom, ...] | int | None:
         """``parts`` with its disjunctions resolved for ``kind``: the one branch that admits
