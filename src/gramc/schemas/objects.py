@@ -392,8 +392,9 @@ class Objects:
             return "the matcher does not count members (minProperties/maxProperties)"
         if c.options.max_depth is not None:
             return "the matcher does not check members with json_max_depth set"
-        return ("the matcher cannot tell which schema governs this object where it is written (two "
-                "branches admitting objects, contains, patternProperties or listed values reach it)")
+        return ("the matcher cannot tell which schema governs this object where it is written (branches "
+                "admitting objects that differ below, contains, inexact patternProperties or listed values "
+                "reach it)")
 
     def _seen_body(self, slots: list[Slot], names: list[str], extra: Expr | None,
                    key: frozenset[Node | Synth]) -> tuple[bool, Expr]:
