@@ -448,6 +448,10 @@ def test_every_token_that_completes_an_item_is_checked(value, spaced):
     ({"oneOf": [{"type": "object", "required": ["x"]}, {"type": "object", "required": ["y"]}],
       "properties": {"x": {"type": "array", "items": {"type": "array", "uniqueItems": True}}}},
      [b'{"x":[[1,2],[1,2]]}', b'{"x":[[1,1]]}', b'{"y":1,"x":[[3,"3",3]]}', b'{"y":1,"x":[[3,"3"]]}']),
+    # a branch that allows at most one item (unique anyway) beside one that allows more
+    ({"type": "object", "properties": {"r": {"type": "array", "uniqueItems": True}},
+      "anyOf": [{"properties": {"r": {"maxItems": 1}}}, {"properties": {"r": {"minItems": 2}}}]},
+     [b'{"r":[1,1]}', b'{"r":[1,2]}', b'{"r":[1]}', b'{"r":[]}', b'{"r":[2,1,2]}']),
     # a declared name with nothing unique below, beside other names whose values are unique
     ({"type": "object", "properties": {"x": {"type": "array"}},
       "additionalProperties": {"type": "array", "uniqueItems": True}},
