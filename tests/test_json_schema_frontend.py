@@ -771,3 +771,20 @@ def test_schema_vectors():
                 assert not oracle.fullmatch(text.encode()), (rec["id"], text)
                 checked += 1
     assert checked > 550
+
+
+@pytest.mark.parametrize("draft, validator", [
+    ("http://json-schema.org/draft-04/schema#", "Draft4Validator"),
+    ("http://json-schema.org/draft-07/schema#", "Draft7Validator"),
+])
+def test_an_integer_with_a_zero_fraction_follows_the_draft(draft, validator):
+    """Draft 6 on, 12345.0 is an integer; drafts 3 and 4 say an integer has no fraction."""
+    import jsonschema
+
+    from gramc.runtime.check import check_artifact
+
+    schema = {"$schema": draft, "type": "object", "properties": {"id": {"type": "integer", "minimum": 0}}}
+    art = gramc.compile(json.dumps(schema), format="json_schema")
+    check = getattr(jsonschema, validator)(schema)
+    for text in (b'{"id":12345.0}', b'{"id":12345}', b'{"id":0.0}', b'{"id":-1.0}', b'{"id":1.5}'):
+        assert check_artifact(art, text).ok == check.is_valid(json.loads(text)), (draft, text)

@@ -135,14 +135,16 @@ def _intersect(langs: list[Expr], keyword: str, where: str, report: Report) -> E
 
 
 def number_ir(integer: bool, bounds: dict, multiple_of: int | float | Decimal | None,
-              where: dict[str, str], report: Report) -> Expr:
+              where: dict[str, str], report: Report, zero_fraction_integers: bool = True) -> Expr:
     """The JSON number (or integer) literals within ``bounds`` (``minimum``, ``maximum``,
-    ``exclusive_minimum``, ``exclusive_maximum``) and ``multiple_of``."""
+    ``exclusive_minimum``, ``exclusive_maximum``) and ``multiple_of``; an integer written
+    with a zero fraction (``1.0``) counts as one where ``zero_fraction_integers`` (draft 6
+    on; drafts 3 and 4 say an integer has no fraction or exponent)."""
     from gramc.schemas import numbers
 
     fn = numbers.integer_ir if integer else numbers.number_ir
     args = dict(bounds, multiple_of=multiple_of)
-    if integer:  # JSON Schema counts 1.0 as an integer
+    if integer and zero_fraction_integers:
         args["allow_zero_fraction"] = True
     keys = {"multipleOf": "multiple_of", "minimum": "minimum", "maximum": "maximum",
             "exclusiveMinimum": "exclusive_minimum", "exclusiveMaximum": "exclusive_maximum"}

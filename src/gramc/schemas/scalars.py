@@ -136,7 +136,8 @@ class Scalars:
             where[keyword] = at
         where[""] = next(iter(where.values()), parts[0].where if parts else "#")
         multiple = leaves.lcm_of(multiples) if multiples else None
-        return leaves.number_ir(integer, bounds, multiple, where, self.compiler.approx)
+        return leaves.number_ir(integer, bounds, multiple, where, self.compiler.approx,
+                                zero_fraction_integers=self.compiler.doc.draft != 4)
 
     # ------------------------------------------------------------ not
 
