@@ -452,6 +452,11 @@ def test_every_token_that_completes_an_item_is_checked(value, spaced):
     ({"type": "object", "properties": {"r": {"type": "array", "uniqueItems": True}},
       "anyOf": [{"properties": {"r": {"maxItems": 1}}}, {"properties": {"r": {"minItems": 2}}}]},
      [b'{"r":[1,1]}', b'{"r":[1,2]}', b'{"r":[1]}', b'{"r":[]}', b'{"r":[2,1,2]}']),
+    # a name matching a pattern whose values have nothing unique below never takes the
+    # other names' uniqueness
+    ({"type": "object", "patternProperties": {"^a$": {"type": "array"}, "^b": {"type": "array", "uniqueItems": True}},
+      "additionalProperties": {"type": "array", "uniqueItems": True}},
+     [b'{"a":[1,1]}', b'{"b":[1,1]}', b'{"x":[1,1]}', b'{"a":[1,2]}', b'{"bb":[2,3]}']),
     # a declared name with nothing unique below, beside other names whose values are unique
     ({"type": "object", "properties": {"x": {"type": "array"}},
       "additionalProperties": {"type": "array", "uniqueItems": True}},

@@ -93,8 +93,10 @@ class UniquePlanner:
             return new.get(i, -1)
 
         def routes(n: dict[str, Any]) -> dict[str, Any]:
-            m = [[ids, ref(i)] for ids, i in n.get("m", ()) if ref(i) >= 0]
-            return {"m": m} if m else {}
+            # every region, those with nothing unique below too: a name's region is found
+            # by matching all of the object's patterns, and one that matches any of them
+            # never takes the other names' node
+            return {"m": [[ids, ref(i)] for ids, i in n["m"]]} if n.get("m") else {}
 
         nodes = [{"u": n["u"], "p": [ref(i) for i in n["p"]], "r": ref(n["r"]),
                   # a declared name with nothing unique below stays where other names lead somewhere
