@@ -156,7 +156,7 @@ class UniquePlanner:
         compatible with either), the same members condition, and a value impossible in a
         branch compatible with anything. None where they differ (or a node still being made
         is met)."""
-        keep = self._with_unique_below()
+        keep: set[int] = set()  # remade before each branch: merged nodes of earlier ones count
         memo: dict[tuple[int, int], int] = {}
         nodes = self._nodes
 
@@ -217,6 +217,9 @@ class UniquePlanner:
         for j in branches[1:]:
             if out is None:
                 break
+            keep.clear()
+            keep.update(self._with_unique_below())
+            memo.clear()
             out = pair(out, j, kind)
         return out
 
