@@ -44,8 +44,6 @@ DATA_KEYWORDS = frozenset({"enum", "const", "default", "examples", "$defs", "def
 NAME_MAPS = frozenset({"properties", "patternProperties", "$defs", "definitions", "dependentSchemas",
                        "dependencies"})
 
-_AMBIGUOUS = "ambiguous"
-
 #: The largest pattern DFA (states x byte classes) the plan stores; a larger one leaves the
 #: pattern's values unfollowed (reported).
 MAX_PATTERN_CELLS = 1 << 16
