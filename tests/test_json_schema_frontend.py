@@ -29,6 +29,7 @@ from earley import EarleyOracle
 from gramc.compiler.ir import EMPTY, NOTHING, Alt, Bytes, Machine, Ref, Repeat, Seq
 from gramc.compiler.pipeline import CompileOptions
 from gramc.errors import GramcWarning, SchemaError
+from gramc.runtime.check import check_artifact
 from gramc.schemas import Approximation, SchemaOptions, parse_schema_text, schema_to_grammar
 from paths import shared_path
 
@@ -367,6 +368,30 @@ def test_unknown_format_is_an_annotation_with_a_warning():
     assert approx == [] and EarleyOracle(grammar).fullmatch(b'"anything"')
     with pytest.warns(GramcWarning):  # an annotation: not refused in strict mode either
         schema_to_grammar({"type": "string", "format": "x-unknown"}, SchemaOptions(strict=True))
+
+
+@pytest.mark.parametrize("schema, short, long_enough", [
+    ({"type": "string", "minLength": 50, "maxLength": 32767}, "A", "x" * 50),
+    ({"type": "string", "minLength": 3, "maxLength": 32767, "pattern": "^[a-z]+$"}, "ab", "abc"),
+])
+def test_a_length_above_the_counted_bound_keeps_the_other_length(schema, short, long_enough):
+    # maxLength 32767 is over-approximated (reported); minLength must still hold (the dev
+    # corpus had invalid documents with a one-letter certificate accepted).
+    with pytest.warns(GramcWarning, match="'maxLength' at #/maxLength"):
+        grammar, approx = schema_to_grammar(schema)
+    assert [a.keyword for a in approx] == ["maxLength"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", GramcWarning)
+        art = gramc.compile(schema, format="json_schema")  # a DFA: a long text checks fast
+
+    def accepts(value: str) -> bool:
+        return check_artifact(art, json.dumps(value).encode()).ok
+
+    validator = Draft202012Validator(schema)
+    assert not validator.is_valid(short) and not accepts(short)
+    assert validator.is_valid(long_enough) and accepts(long_enough)
+    too_long = long_enough[0] * 32768  # the reported superset
+    assert not validator.is_valid(too_long) and accepts(too_long)
 
 
 def test_unevaluated_properties_under_anyOf_is_a_reported_superset():

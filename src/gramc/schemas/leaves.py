@@ -81,7 +81,7 @@ def string_ir(min_length: int | None, max_length: int | None, pattern: str | Non
         built.append(_format_lang(fmt, at("format"), report, strict))
     out = _intersect([x for x in built if x is not None], "format", at("format"), report)
     if min_length or max_length is not None:
-        lengths = _one(lambda: json_string_ir(min_length, max_length, limits=limits), at, report)
+        lengths = _lengths(min_length, max_length, at, report, limits)
         if lengths is not None:
             out = lengths if out is None else _intersect([out, lengths], "maxLength", at("maxLength"), report)
     return json_string_ir() if out is None else out
@@ -102,6 +102,23 @@ def _one(build: Callable[[], Expr], at, report: Report) -> Expr | None:
         return build()
     except NotExpressible as err:
         report(err.keyword, at(err.keyword.split("/")[0]), err.reason)
+        return None
+
+
+def _lengths(min_length: int | None, max_length: int | None, at, report: Report, limits: Limits) -> Expr | None:
+    """The strings within both length limits; when one limit cannot be built (above
+    :data:`~gramc.schemas.strings.MAX_COUNTED_LENGTH`), it is reported and the other one is
+    still enforced (a ``maxLength`` of 32767 must not drop a ``minLength`` of 50)."""
+    from gramc.schemas.strings import json_string_ir
+
+    try:
+        return json_string_ir(min_length, max_length, limits=limits)
+    except NotExpressible as err:
+        report(err.keyword, at(err.keyword.split("/")[0]), err.reason)
+        if err.keyword == "maxLength" and min_length:
+            return _one(lambda: json_string_ir(min_length, limits=limits), at, report)
+        if err.keyword == "minLength" and max_length is not None:
+            return _one(lambda: json_string_ir(max_length=max_length, limits=limits), at, report)
         return None
 
 
