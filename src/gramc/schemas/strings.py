@@ -46,13 +46,14 @@ from gramc.compiler.ir import (
     repeat,
     seq,
 )
-from gramc.compiler.regular import difference_machine
+from gramc.compiler.regular import difference_machine, intersection
 from gramc.compiler.unicode import ALL_CODEPOINTS, CodepointSet
 from gramc.errors import GramcError, GrammarSyntaxError, LimitExceededError
 from gramc.limits import DEFAULT_LIMITS, Limits
 from gramc.schemas.approx import InvalidKeyword, NotExpressible
 from gramc.schemas.formats import format_pattern, format_spec
 from gramc.schemas.jsontext import string_literal_ir
+from gramc.schemas.lookahead import Branch, lookahead_language, split_lookaheads
 from gramc.schemas.numbers import expanded_size
 
 #: Largest minLength / maxLength lowered as a counted repetition (the DFA grows with it).
@@ -371,6 +372,11 @@ def json_string_ir(
             limits.check("max_repeat", value, name)
     lo, hi = min_length or 0, max_length
     letters = _Letters(limits)
+    branches = None if pattern is None else split_lookaheads(pattern)
+    if branches is not None:
+        if format is not None:
+            raise NotExpressible("format", "a format together with a pattern cannot be intersected exactly")
+        return seq(QUOTE, _lookahead_body(branches, letters, min_length, max_length, limits), QUOTE)
     lang = None
     if format is not None:
         regex = format_pattern(
@@ -416,6 +422,32 @@ def json_string_ir(
             keyword, f"the string automaton would need {size} states (limit {MAX_STRING_SIZE})"
         )
     return seq(QUOTE, body, QUOTE)
+
+
+def _lookahead_body(branches: list[Branch], letters: _Letters, min_length: int | None, max_length: int | None,
+                    limits: Limits) -> Expr:
+    """The JSON string body (between the quotes) of a pattern whose alternatives open with
+    lookaheads (:mod:`gramc.schemas.lookahead`), within the lengths: products of automata
+    over JSON spellings, exact because every spelling decodes to one value, so a language of
+    values and its spellings agree on intersections and differences."""
+
+    def searched(piece: str) -> Expr:
+        return letters.to_json(letters.pattern(piece, "pattern", search=True))
+
+    lo, hi = min_length or 0, max_length
+    if hi is not None and lo > hi:
+        return NOTHING
+    body = lookahead_language(branches, searched, JSON_CHAR, limits)
+    if lo or hi is not None:
+        try:
+            body = intersection(body, repeat(JSON_CHAR, lo, hi), limits)
+        except LimitExceededError as err:
+            raise NotExpressible(_length_keyword(min_length, max_length),
+                                 f"the length limits cannot be combined compactly with the pattern ({err})") from None
+    size = expanded_size(body)
+    if size > MAX_STRING_SIZE:
+        raise NotExpressible("pattern", f"the string automaton would need {size} states (limit {MAX_STRING_SIZE})")
+    return body
 
 
 @lru_cache(maxsize=64)
