@@ -23,14 +23,17 @@ email                     yes      RFC 5321 §4.1.2 Mailbox (dot-string or quote
                                    domain or address literal); no length limits (§4.5.3)
 uri                       yes      RFC 3986 URI (ASCII)
 uri-reference             yes      RFC 3986 URI-reference
+iri                       yes      RFC 3987 IRI
+iri-reference             yes      RFC 3987 IRI-reference
+uri-template              yes      RFC 6570 URI Template (the ABNF of section 2, any level)
 json-pointer              yes      RFC 6901
 relative-json-pointer     yes      draft-handrews-relative-json-pointer-01
 hostname                  no       RFC 1123 LDH labels of 1..63 characters; the 253-character
                                    total and the IDNA validity of ``xn--`` labels are not checked
 ========================  =======  ===========================================================
 
-Every other name (``idn-email``, ``idn-hostname``, ``iri``, ``iri-reference``, ``regex``,
-``uri-template``, unknown names) gives None: the schema walker treats it as an annotation.
+Every other name (``idn-email``, ``idn-hostname``, ``regex``, unknown names) gives None: the
+schema walker treats it as an annotation.
 """
 
 from __future__ import annotations
@@ -130,29 +133,47 @@ def _ipv6() -> str:
 
 _IPV6 = _ipv6()
 
-# RFC 3986
-_UNRESERVED = "A-Za-z0-9\\-._~"
-_SUB_DELIMS = "!$&'()*+,;="
+# RFC 3986 URIs; RFC 3987 IRIs are the same grammar with non-ASCII "ucschar" among the
+# unreserved characters and "iprivate" allowed in queries.
 _PCT = f"%{_HEX}{_HEX}"
-_PCHAR = f"(?:[{_UNRESERVED}{_SUB_DELIMS}:@]|{_PCT})"
+_SUB_DELIMS = "!$&'()*+,;="
 _SCHEME = "[A-Za-z][A-Za-z0-9+\\-.]*"
-_USERINFO = f"(?:[{_UNRESERVED}{_SUB_DELIMS}:]|{_PCT})*"
-_IP_LITERAL = f"\\[(?:{_IPV6}|[vV]{_HEX}+\\.[{_UNRESERVED}{_SUB_DELIMS}:]+)\\]"
-_REG_NAME = f"(?:[{_UNRESERVED}{_SUB_DELIMS}]|{_PCT})*"
-_HOST = f"(?:{_IP_LITERAL}|{_IPV4}|{_REG_NAME})"
-_AUTHORITY = f"(?:{_USERINFO}@)?{_HOST}(?::[0-9]*)?"
-_SEGMENT = f"{_PCHAR}*"
-_SEGMENT_NZ = f"{_PCHAR}+"
-_SEGMENT_NZ_NC = f"(?:[{_UNRESERVED}{_SUB_DELIMS}@]|{_PCT})+"
-_PATH_ABEMPTY = f"(?:/{_SEGMENT})*"
-_PATH_ABSOLUTE = f"/(?:{_SEGMENT_NZ}(?:/{_SEGMENT})*)?"
-_PATH_ROOTLESS = f"{_SEGMENT_NZ}(?:/{_SEGMENT})*"
-_PATH_NOSCHEME = f"{_SEGMENT_NZ_NC}(?:/{_SEGMENT})*"
-_QUERY = f"(?:{_PCHAR}|[/?])*"
-_HIER_PART = f"(?://{_AUTHORITY}{_PATH_ABEMPTY}|{_PATH_ABSOLUTE}|{_PATH_ROOTLESS}|)"
-_RELATIVE_PART = f"(?://{_AUTHORITY}{_PATH_ABEMPTY}|{_PATH_ABSOLUTE}|{_PATH_NOSCHEME}|)"
-_URI = f"{_SCHEME}:{_HIER_PART}(?:\\?{_QUERY})?(?:#{_QUERY})?"
-_RELATIVE_REF = f"{_RELATIVE_PART}(?:\\?{_QUERY})?(?:#{_QUERY})?"
+_UCSCHAR = "\\u00A0-\\uD7FF\\uF900-\\uFDCF\\uFDF0-\\uFFEF" + "".join(
+    f"\\u{{{plane:X}{0x1000 if plane == 0xE else 0:04X}}}-\\u{{{plane:X}FFFD}}" for plane in range(1, 0xF))
+_IPRIVATE = "\\uE000-\\uF8FF\\u{F0000}-\\u{FFFFD}\\u{100000}-\\u{10FFFD}"
+
+
+def _references(unreserved: str, private: str) -> tuple[str, str]:
+    """(absolute, relative reference) of RFC 3986 (``unreserved`` a class body), or of RFC
+    3987 with ``unreserved`` widened by ucschar and ``private`` allowed in queries."""
+    pchar = f"(?:[{unreserved}{_SUB_DELIMS}:@]|{_PCT})"
+    userinfo = f"(?:[{unreserved}{_SUB_DELIMS}:]|{_PCT})*"
+    ip_literal = f"\\[(?:{_IPV6}|[vV]{_HEX}+\\.[A-Za-z0-9\\-._~{_SUB_DELIMS}:]+)\\]"
+    reg_name = f"(?:[{unreserved}{_SUB_DELIMS}]|{_PCT})*"
+    authority = f"(?:{userinfo}@)?(?:{ip_literal}|{_IPV4}|{reg_name})(?::[0-9]*)?"
+    segment, segment_nz = f"{pchar}*", f"{pchar}+"
+    segment_nz_nc = f"(?:[{unreserved}{_SUB_DELIMS}@]|{_PCT})+"
+    path_abempty = f"(?:/{segment})*"
+    path_absolute = f"/(?:{segment_nz}(?:/{segment})*)?"
+    path_rootless = f"{segment_nz}(?:/{segment})*"
+    path_noscheme = f"{segment_nz_nc}(?:/{segment})*"
+    query = f"(?:{pchar}|[/?{private}])*"
+    fragment = f"(?:{pchar}|[/?])*"
+    hier_part = f"(?://{authority}{path_abempty}|{path_absolute}|{path_rootless}|)"
+    relative_part = f"(?://{authority}{path_abempty}|{path_absolute}|{path_noscheme}|)"
+    tail = f"(?:\\?{query})?(?:#{fragment})?"
+    return f"{_SCHEME}:{hier_part}{tail}", f"{relative_part}{tail}"
+
+
+_URI, _RELATIVE_REF = _references("A-Za-z0-9\\-._~", "")
+_IRI, _IRELATIVE_REF = _references(f"A-Za-z0-9\\-._~{_UCSCHAR}", _IPRIVATE)
+
+# RFC 6570 URI templates (any level: the ABNF of section 2; an apostrophe is a literal, as the
+# JSON-Schema-Test-Suite has it, though the RFC's comment lists it among the exclusions)
+_VARCHAR = f"(?:[A-Za-z0-9_]|{_PCT})"
+_VARSPEC = f"{_VARCHAR}(?:\\.?{_VARCHAR})*(?::[1-9][0-9]{{0,3}}|\\*)?"
+_TEMPLATE_LITERAL = f"(?:[!#$&-;=?-\\[\\]_a-z~{_UCSCHAR}{_IPRIVATE}]|{_PCT})"
+_URI_TEMPLATE = f"(?:{_TEMPLATE_LITERAL}|\\{{[+#./;?&=,!@|]?{_VARSPEC}(?:,{_VARSPEC})*\\}})*"
 
 # RFC 5321 Mailbox
 _ATEXT = "[A-Za-z0-9!#$%&'*+\\-/=?^_`{|}~]"
@@ -207,6 +228,9 @@ def _specs(exact_leap_seconds: bool) -> dict[str, FormatSpec]:
         FormatSpec("email", _EMAIL, True, "RFC 5321 size limits (64-octet local part...) not checked"),
         FormatSpec("uri", _URI, True),
         FormatSpec("uri-reference", f"(?:{_URI}|{_RELATIVE_REF})", True),
+        FormatSpec("iri", _IRI, True),
+        FormatSpec("iri-reference", f"(?:{_IRI}|{_IRELATIVE_REF})", True),
+        FormatSpec("uri-template", _URI_TEMPLATE, True),
         FormatSpec("json-pointer", _JSON_POINTER, True),
         FormatSpec("relative-json-pointer", _RELATIVE_JSON_POINTER, True),
         FormatSpec(
@@ -221,7 +245,8 @@ def _specs(exact_leap_seconds: bool) -> dict[str, FormatSpec]:
 
 #: The names :func:`format_spec` knows.
 KNOWN_FORMATS = ("date", "time", "date-time", "duration", "uuid", "ipv4", "ipv6", "email",
-                 "uri", "uri-reference", "json-pointer", "relative-json-pointer", "hostname")
+                 "uri", "uri-reference", "iri", "iri-reference", "uri-template", "json-pointer",
+                 "relative-json-pointer", "hostname")
 
 
 def format_spec(name: str, *, exact_leap_seconds: bool = False) -> FormatSpec | None:
