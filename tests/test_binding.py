@@ -441,3 +441,30 @@ def test_distinct_rows_never_merges_unequal_rows_whose_hashes_collide():
     with mock.patch("gramc.bitmask._mix64", lambda x: np.zeros_like(x)):  # every row hashes alike
         row_of, reps = distinct_rows(indptr, flat, np.zeros(3, np.int64))
     assert len(set(row_of.tolist())) == 3 or (row_of[0] == row_of[2] and row_of[1] != row_of[0])
+
+
+def test_commits_search_a_row_until_a_dense_one_pays_then_index_it():
+    """A state's commits search its sorted row until they have cost about what a dense
+    next-state row does (runtime.token_table.dense_after), then index one; both give the
+    row's next state for every token, DEAD for the others, and no budget means no row."""
+    import gramc
+    from gramc.automata.tables import DEAD
+    from gramc.runtime.token_table import dense_after
+
+    gpt2 = gramc.load_vocab("gpt2")
+    art = gramc.compile('"[a-z ]{0,40}"', vocab=gpt2)  # a string state: ~10,000 tokens allowed
+    for budget, dense_expected in ((None, True), (0, False)):
+        loaded = art if budget is None else gramc.from_bytes(
+            art.to_bytes(), gpt2, runtime_limits=gramc.RuntimeLimits(dense_row_bytes=budget))
+        table = loaded.token_table
+        q = art.dfa.step_bytes(art.dfa.start, b'"ab')
+        ids, nxt = table.row(q)
+        expected = np.full(gpt2.size, DEAD, np.int64)
+        expected[ids] = nxt
+        after = dense_after(len(ids))
+        assert after > 5  # a large row waits for more commits than a small one
+        rng = np.random.default_rng(0)
+        tokens = rng.integers(0, gpt2.size, after + 50).tolist()
+        for i, t in enumerate(tokens):
+            assert table.next_state(q, t) == expected[t], (i, t)
+            assert (table._dense[q] is not None) == (dense_expected and i + 1 >= after), i

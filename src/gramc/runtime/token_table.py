@@ -16,6 +16,8 @@ the token's own bytes.
 
 from __future__ import annotations
 
+from bisect import bisect_left
+
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -34,6 +36,13 @@ if TYPE_CHECKING:
 #: A DFA's loops, for sharing node slices, are made of the transitions on cycles of at most
 #: this many bytes: a string body's (an escaped surrogate pair is 12), not the document's.
 SHORT_LOOP_BYTES = 12
+
+
+def dense_after(row_length: int) -> int:
+    """The commit from a state with ``row_length`` allowed tokens on which it gets a dense
+    next-state row: a search costs about 1.3 µs, building a row about 7 µs plus 3.3 ns per
+    token (Llama 3), so by then the searches have cost what the row does (rent, then buy)."""
+    return 5 + row_length // 400
 
 
 class TokenTable:
@@ -72,17 +81,21 @@ class TokenTable:
         if self._trie is not None:
             for q in range(n):
                 self._ids[q] = self._next[q] = None
-        # Dense next-state rows (int32[V]) per state, built on a state's first commit while
-        # their bytes fit ``dense_row_bytes``: a commit is then one array index, elsewhere a
-        # search of the sorted row. The states decoding reaches first keep theirs, so a table
-        # too large for every state's (a structural tag's with Llama 3: 552 states, 283 MB)
-        # still has them where it is walked; searching instead costs a commit ~4 µs and
-        # slows the mask fill after it by ~0.2-0.8 µs (measured, bench/structural_tags.py).
+        # Dense next-state rows (int32[V]) per state, while their bytes fit
+        # ``dense_row_bytes``: a commit is then one array index, elsewhere a search of the
+        # sorted row. A row is built once the state's searches have cost about what building
+        # it does (:func:`dense_after`), so a state committed from a few times (most of a
+        # short document's) never pays hundreds of searches' worth for one, and the states
+        # decoding keeps returning to get theirs.
         self._dense: list[np.ndarray | None] = [None] * n
         self._dense_left = limits.dense_row_bytes // (4 * max(self.vocab_size, 1))
+        self._commits = [0] * n  # per state, the commits searched so far
+        # Per state, its row as memoryviews: bisect on them returns Python ints, half the
+        # cost of a numpy search and its scalars.
+        self._search: list[tuple[memoryview, memoryview] | None] = [None] * n
 
     def _forget_row(self, q: int, _) -> None:
-        self._ids[q] = self._next[q] = None
+        self._ids[q] = self._next[q] = self._search[q] = None
 
     def cache_stats(self) -> dict[str, dict[str, int]]:
         """Per cache: entries now, its bound, and evictions so far."""
@@ -228,18 +241,22 @@ class TokenTable:
         row = self._dense[q]
         if row is not None:
             return int(row[token])
-        if self._ids[q] is None and self._trie is not None:
-            return self._step(q, token)  # a lazy state not bound: a row would walk every token
-        ids, nxt = self.row(q)
-        if self._dense_left > 0:
+        found = self._search[q]
+        if found is None:
+            if self._ids[q] is None and self._trie is not None:
+                return self._step(q, token)  # a lazy state not bound: a row would walk every token
+            ids_a, nxt_a = self.row(q)
+            found = self._search[q] = (ids_a.data, nxt_a.data)
+        ids, nxt = found
+        self._commits[q] += 1
+        if self._commits[q] >= dense_after(len(ids)) and self._dense_left > 0:
             self._dense_left -= 1
             row = self._dense[q] = np.zeros(self.vocab_size, dtype=np.int32)
-            row[ids] = nxt
+            ids_a, nxt_a = self.row(q)
+            row[ids_a] = nxt_a
             return int(row[token])
-        # The key in the row's own dtype: a Python int makes numpy search an int64 copy
-        # of the whole row (a Llama 3 free-text row: ~60 µs, and the cache flushed).
-        i = int(ids.searchsorted(ids.dtype.type(token)))
-        return int(nxt[i]) if i < len(ids) and ids[i] == token else DEAD
+        i = bisect_left(ids, token)
+        return nxt[i] if i < len(ids) and ids[i] == token else DEAD
 
     def _step(self, q: int, token: int) -> int:
         """The state after ``token`` from ``q``, by its own bytes (DEAD where the mask says
