@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -35,6 +36,16 @@ def test_round_trip_gives_identical_behaviour(art, tmp_path):
     for t in [2, 3, 0, 6]:
         assert np.array_equal(a.mask(), b.mask())
         assert a.commit_token(t) == b.commit_token(t)
+
+
+def test_load_given_a_files_contents_points_to_from_bytes(art, tmp_path):
+    data = art.to_bytes()
+    for wrong in (data, bytearray(data), memoryview(data)):
+        with pytest.raises(TypeError, match="from_bytes"):
+            gramc.load(wrong)
+    path = tmp_path / "a.gmask"
+    path.write_bytes(data)
+    assert gramc.load(os.fsencode(path)).to_bytes() == data  # a path as bytes is still a path
 
 
 def test_same_source_same_bytes_across_processes(art):

@@ -68,7 +68,10 @@ def load(path: str | os.PathLike, vocab: Vocab | str | None = None, *, verify: b
         ArtifactFormatError: the file is corrupt, truncated, hostile, over a limit or of
             another version.
         VocabularyError: ``vocab`` does not match.
+        TypeError: ``path`` is a file's contents, not a path (see :func:`from_bytes`).
     """
+    if isinstance(path, (bytearray, memoryview)) or (isinstance(path, bytes) and b"\0" in path):
+        raise TypeError("load() takes the path of a .gmask file; for a file's contents (bytes) use gramc.from_bytes")
     meta, arrays = container.read_file(path, limits)
     return _from_container(meta, arrays, vocab, verify, limits, lazy, runtime_limits)
 
