@@ -394,6 +394,25 @@ def test_a_length_above_the_counted_bound_keeps_the_other_length(schema, short, 
     assert not validator.is_valid(too_long) and accepts(too_long)
 
 
+def test_newer_keywords_in_a_draft_04_document_are_read_as_in_every_draft():
+    # gramc reads one vocabulary whatever the draft; the value checker behind if/const
+    # branches must too (a draft-04 validator ignores both: {"type": "mysql"} was refused).
+    schema = {"$schema": "http://json-schema.org/draft-04/schema#", "type": "object",
+              "properties": {"type": {"type": "string"}}, "required": ["type"],
+              "allOf": [{"if": {"properties": {"type": {"const": "storage"}}},
+                         "then": {"properties": {"v": {"type": "boolean"}}}},
+                        {"if": {"anyOf": [{"properties": {"type": {"const": "mysql"}}},
+                                          {"properties": {"type": {"const": "pg"}}}]},
+                         "then": {"properties": {"w": {"type": "string"}}}}]}
+    oracle, approx, _ = compile_schema(schema, COMPACT)
+    assert approx == []
+    reading = validators.Draft7Validator({k: v for k, v in schema.items() if k != "$schema"})
+    for instance in ({"type": "mysql"}, {"type": "storage"}, {"type": "x"}, {"type": "pg", "w": "1"},
+                     {"type": "pg", "w": 1}, {"type": "storage", "v": True}, {"type": "storage", "v": 1}):
+        text = json.dumps(instance, separators=(",", ":")).encode()
+        assert oracle.fullmatch(text) == reading.is_valid(instance), instance
+
+
 def test_unevaluated_properties_under_anyOf_is_a_reported_superset():
     schema = {"type": "object", "unevaluatedProperties": False,
               "anyOf": [{"properties": {"a": {}}}, {"properties": {"b": {}}}]}

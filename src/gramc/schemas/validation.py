@@ -18,12 +18,9 @@ class ValueChecker:
     """``is_valid(atom, value)`` for the atoms of one document."""
 
     def __init__(self, doc: Document):
-        import jsonschema
-
         self.doc = doc
         self.root = _nullable_patched_copy(doc.root)
-        cls = jsonschema.validators.validator_for(self.root, default=jsonschema.Draft202012Validator)
-        self._validator = cls(self.root)
+        self._validator = _validator_class(self.root)(self.root)
         self._node_cache: dict[str, Any] = {}
 
     def is_valid(self, atom: Atom, value: Any) -> bool:
@@ -113,3 +110,22 @@ def _nullable_patched_copy(value: Any) -> Any:
             if types is not None and "null" not in types:
                 copied["type"] = types + ["null"]
     return root
+
+
+#: Keywords newer than drafts 04-07 that the walker applies in documents of every draft
+#: (docs/json-schema.md reads one vocabulary, plus the draft-04 spellings), so the checker
+#: must apply them too: a draft-04 validator ignores ``const`` and ``if``, and a value the
+#: grammar ruled in by a ``const`` inside an ``if`` was ruled out by the checker's ``not``.
+#: (``exclusiveMinimum``/``exclusiveMaximum`` are left to the draft: draft-04's are flags.)
+NEWER_KEYWORDS = ("const", "contains", "dependentRequired", "dependentSchemas", "if", "prefixItems",
+                  "propertyNames")
+
+
+def _validator_class(root: Any) -> Any:
+    """The validator of ``root``'s draft, extended with :data:`NEWER_KEYWORDS` it lacks."""
+    import jsonschema
+
+    newest = jsonschema.Draft202012Validator
+    cls = jsonschema.validators.validator_for(root, default=newest)
+    missing = {k: newest.VALIDATORS[k] for k in NEWER_KEYWORDS if k not in cls.VALIDATORS}
+    return jsonschema.validators.extend(cls, missing) if missing else cls
