@@ -16,7 +16,7 @@ refused text:
   a compile that reported an object kept in schema order (``restricted 'properties'``, any
   order only); ``property order``: the same without such a report (schema order, or an
   undeclared member before a declared one);
-- ``number``: refused inside or at the start of a number;
+- ``number``: refused inside or at the start of a number (at its end, by what follows it);
 - ``string (pattern)`` / ``string``: refused inside a string value, with or without a
   ``pattern`` in the schema (regex dialect candidates: each is worth a look);
 - ``other``.
@@ -78,9 +78,9 @@ def position(text: str, offset: int) -> str:
             in_num = True
     if in_str:
         return "key" if is_key else "string"
-    if in_num:
-        return "number"
     nxt = text.encode("utf-8")[offset:offset + 1]
+    if in_num and nxt and nxt in b"0123456789+-.eE":
+        return "number"  # refused inside a number; at its end, what follows decides
     if expect_key or (nxt in (b",", b"}") and stack and stack[-1] == "{"):
         return "key"  # a member begins, or the comma before one (no member can follow), or an early }
     if nxt and (nxt in b"-0123456789"):
