@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from gramc.compiler.frontends.regex import group_marks
 from gramc.compiler.ir import Expr, alt, repeat, seq
 from gramc.compiler.regular import difference, intersection
 from gramc.errors import LimitExceededError
@@ -46,7 +47,7 @@ class Branch:
 def split_lookaheads(pattern: str) -> list[Branch] | None:
     """The top-level alternatives of ``pattern`` when at least one opens with a lookahead
     (after its ``^``, if any); None otherwise, and for patterns that do not scan (unbalanced
-    groups or classes: the regex frontend reports them) or quantify a leading lookahead.
+    groups: the regex frontend reports them) or quantify a leading lookahead.
 
     >>> split_lookaheads("^(?!@@)[a-z]+$|x")
     [Branch(anchored=True, looks=(Lookahead(negative=True, body='@@'),), rest='[a-z]+$'), Branch(anchored=False, looks=(), rest='x')]
@@ -98,22 +99,12 @@ def lookahead_language(branches: list[Branch], searched: Callable[[str], Expr], 
 
 def _top_level(pattern: str) -> tuple[list[int], dict[int, int]] | None:
     """The positions of the top-level ``|`` and, per top-level group, its ``(`` and its
-    ``)``; None when a group or a class does not close."""
+    ``)``; None when a group does not close."""
     bars: list[int] = []
     groups: dict[int, int] = {}
     opened: list[int] = []
-    in_class = False
-    i = 0
-    while i < len(pattern):
-        c = pattern[i]
-        if c == "\\":
-            i += 2
-            continue
-        if in_class:
-            in_class = c != "]"
-        elif c == "[":
-            in_class = True
-        elif c == "(":
+    for i, c in group_marks(pattern):
+        if c == "(":
             opened.append(i)
         elif c == ")":
             if not opened:
@@ -121,7 +112,6 @@ def _top_level(pattern: str) -> tuple[list[int], dict[int, int]] | None:
             start = opened.pop()
             if not opened:
                 groups[start] = i
-        elif c == "|" and not opened:
+        elif not opened:
             bars.append(i)
-        i += 1
-    return None if in_class or opened else (bars, groups)
+    return None if opened else (bars, groups)

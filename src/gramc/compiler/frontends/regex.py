@@ -30,7 +30,7 @@ stack, so nesting depth is bounded by the ``max_nesting`` limit, never by the re
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import ClassVar
 
@@ -112,6 +112,25 @@ def parse_regex(
     """
     parser = _parser(pattern, dialect, source_name, limits, charset_to_ir, word_chars)
     return parser.resolved(parser.parse(), whole_text)
+
+
+def group_marks(src: str, start: int = 0) -> Iterator[tuple[int, str]]:
+    """Position and character of each ``(``, ``)`` and ``|`` of ECMA-262 pattern ``src`` from
+    ``start`` on, skipping escapes and character classes (the structure a scan of groups and
+    alternatives needs without parsing)."""
+    i, in_class = start, False
+    while i < len(src):
+        c = src[i]
+        if c == "\\":
+            i += 2
+            continue
+        if in_class:
+            in_class = c != "]"
+        elif c == "[":
+            in_class = True
+        elif c in "()|":
+            yield i, c
+        i += 1
 
 
 def parse_regex_search(
@@ -553,23 +572,14 @@ class _Parser:
 
     def _group_end(self, i: int) -> int:
         """The position of the ')' closing the group that is open at ``i``, or -1."""
-        depth, in_class = 0, False
-        while i < len(self.src):
-            c = self.src[i]
-            if c == "\\":
-                i += 2
-                continue
-            if in_class:
-                in_class = c != "]"
-            elif c == "[":
-                in_class = True
-            elif c == "(":
+        depth = 0
+        for j, c in group_marks(self.src, i):
+            if c == "(":
                 depth += 1
             elif c == ")":
                 if depth == 0:
-                    return i
+                    return j
                 depth -= 1
-            i += 1
         return -1
 
     # ------------------------------------------------------------ group extensions
