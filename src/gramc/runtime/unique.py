@@ -642,19 +642,19 @@ class UniqueCheck:
             cand = sorted(set(cand).union(t for t in more if _bit(words, t)))
         cand_set = set(cand).union(t for t in self._prefix_candidates(tracker) if _bit(words, t))
         tokens = self.tokens
-        alive: list[bytes] = []
+        covered: set[bytes] = set()  # every prefix of a token that passed
         drop = []
         # no duplicate completed and no dead end after; longest first: a token that is a prefix
         # of one that passed passes too (the longer one's bytes go through its state)
         for t in sorted(cand_set, key=lambda t: (-len(tokens[t]), t)):
             data = tokens[t]
-            if any(u.startswith(data) for u in alive):
+            if data in covered:
                 continue
             nxt = tracker.feed(data)
             if nxt is None or (_risky(nxt) and not self._token_alive(base_state, t, nxt, engine)):
                 drop.append(t)
             else:
-                alive.append(data)
+                covered.update(data[:i] for i in range(1, len(data) + 1))
         if not drop:
             return words
         out = words.copy()
