@@ -8,6 +8,7 @@ OpenAPI ``nullable: true`` is honoured (``null`` is added to ``type``), as the w
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import cache
 from typing import Any
 
 from gramc.schemas.atoms import FALSE, TRUE, Atom, Neg, Node, Synth
@@ -125,7 +126,14 @@ def _validator_class(root: Any) -> Any:
     """The validator of ``root``'s draft, extended with :data:`NEWER_KEYWORDS` it lacks."""
     import jsonschema
 
+    return _extended(jsonschema.validators.validator_for(root, default=jsonschema.Draft202012Validator))
+
+
+@cache
+def _extended(cls: Any) -> Any:
+    """``cls`` with the :data:`NEWER_KEYWORDS` it lacks (made once per draft's class)."""
+    import jsonschema
+
     newest = jsonschema.Draft202012Validator
-    cls = jsonschema.validators.validator_for(root, default=newest)
     missing = {k: newest.VALIDATORS[k] for k in NEWER_KEYWORDS if k not in cls.VALIDATORS}
     return jsonschema.validators.extend(cls, missing) if missing else cls
