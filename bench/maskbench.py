@@ -679,6 +679,14 @@ def run_schema(ad, ctx, rec: dict, conn) -> dict:
     return res
 
 
+def portable_traceback() -> str:
+    """The current traceback with file paths made machine-independent (results are committed):
+    relative to the repository for its own files, ``<site-packages>/...`` for installed ones."""
+    text = traceback.format_exc()
+    text = re.sub(r'File "[^"]*?/((?:src/gramc|bench)/[^"]*)"', r'File "\1"', text)
+    return re.sub(r'File "[^"]*/(?:site|dist)-packages/', 'File "<site-packages>/', text)
+
+
 def worker_main(conn, engine: str, vocab_key: str, mem_limit_gb: float, adapter_options: dict) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     if mem_limit_gb and engine.startswith("gramc"):
@@ -707,7 +715,7 @@ def worker_main(conn, engine: str, vocab_key: str, mem_limit_gb: float, adapter_
             res = run_schema(ad, ctx, msg, conn)
         except BaseException as e:  # noqa: BLE001
             res = {"id": msg["id"], "outcome": "compile error", "error_class": "HarnessError",
-                   "error": f"{type(e).__name__}: {e}"[:2000], "traceback": traceback.format_exc()[-3000:]}
+                   "error": f"{type(e).__name__}: {e}"[:2000], "traceback": portable_traceback()[-3000:]}
             gc.enable()
         conn.send(("done", res))
 
