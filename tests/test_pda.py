@@ -160,6 +160,28 @@ def test_an_artifact_storing_some_node_rows_equals_the_oracle(name, monkeypatch)
         walk_against_oracle(back.matcher(), oracle.initial(), oracle, vocab, rng, 14, (name, walk))
 
 
+@pytest.mark.parametrize("name", sorted(GRAMMARS))
+def test_nodes_whose_regions_exceed_every_budget_still_give_exact_masks(name, monkeypatch):
+    """Bound at run time with an expansion budget too small for some nodes even at their
+    own rule (a huge rule of a real schema), those nodes get no row: every token is checked
+    on the real parse. No limit surfaces while a mask is filled, and masks stay exact."""
+    import functools
+
+    from gramc.automata.pda_bind import LazyExpansion
+    from gramc.runtime import pda_tokens
+
+    monkeypatch.setattr(pda_tokens, "LazyExpansion", functools.partial(LazyExpansion, max_states=3))
+    g, vocab = GRAMMARS[name], make_vocab()
+    art = pda_artifact(g, vocab, lazy=True)
+    oracle = EarleyOracle(g)
+    rng = np.random.default_rng(len(name) + 13)
+    for walk in range(6):
+        walk_against_oracle(art.matcher(), oracle.initial(), oracle, vocab, rng, 14, (name, walk))
+    table = art.token_table
+    bound = [len(table.node_row(n)[1]) for n in range(1, art.pda.n_nodes)]
+    assert max(bound) >= vocab.size - len(vocab.special_ids), "no node went without a row"
+
+
 def test_strategies_are_a_subsequence_ending_in_rows():
     table = pda_artifact(GRAMMARS["json_like"], make_vocab()).token_table
     assert table.strategies == ("stored_rows", "walk", "rows")

@@ -108,13 +108,14 @@ def test_llama_cpp_json_grammar_on_gpt2(gpt2):
     walk(text, gpt2, tokens)
 
 
-@pytest.mark.parametrize("max_states", [50_000, 800])
+@pytest.mark.parametrize("max_states", [50_000, 800, 40])
 def test_lazy_expansion_gives_the_global_node_rows(gpt2, max_states):
     """Lazy binding grows the expanded automaton one node region at a time. With room for
     the whole expansion, every node's accepted/uncertain rows equal the global ones; with a
-    tiny budget (regions built afresh, then at smaller depths) accepted tokens can only move
-    to uncertain, never appear or vanish: the runtime check keeps masks exact either way."""
-    from gramc.automata.pda_bind import LazyExpansion, bind_nodes, expand
+    tiny budget (regions built afresh, then at smaller depths, down to the node's own rule,
+    or no region at all) accepted tokens can only move to uncertain, never appear or vanish:
+    the runtime check keeps masks exact either way."""
+    from gramc.automata.pda_bind import OWN_RULE, LazyExpansion, bind_nodes, expand
     from gramc.automata.trie import trie_for
     from gramc.compiler.passes import optimize
     from gramc.compiler.pda import build_pda
@@ -124,8 +125,14 @@ def test_lazy_expansion_gives_the_global_node_rows(gpt2, max_states):
     nodes = np.arange(1, table.n_nodes)
     whole = bind_nodes(table, trie, nodes, 2, expand(table, 2))
     lazy = LazyExpansion(table, 2, max_states)
+    depths, unbounded = set(), 0
     for k, n in enumerate(nodes.tolist()):
-        row = bind_nodes(table, trie, np.array([n]), 2, lazy.automaton_for(n))
+        x = lazy.automaton_for(n)
+        depths.add(lazy.current.depth)
+        if x is None:  # the runtime treats every token as uncertain there
+            unbounded += 1
+            continue
+        row = bind_nodes(table, trie, np.array([n]), 2, x)
         want_acc = np.unpackbits(whole.accepted[k].view(np.uint8), bitorder="little")
         got_acc = np.unpackbits(row.accepted[0].view(np.uint8), bitorder="little")
         want_unc = set(whole.unc_ids[whole.unc_indptr[k]:whole.unc_indptr[k + 1]].tolist())
@@ -136,6 +143,7 @@ def test_lazy_expansion_gives_the_global_node_rows(gpt2, max_states):
             assert not (got_acc & ~want_acc).any(), n  # nothing newly accepted
             want_any = set(np.flatnonzero(want_acc).tolist()) | want_unc
             assert want_any <= set(np.flatnonzero(got_acc).tolist()) | got_unc, n
+    assert (OWN_RULE in depths and unbounded > 0) == (max_states == 40), (depths, unbounded)
 
 
 def test_lazy_artifacts_bind_shallower_give_the_same_masks_and_write_the_eager_bytes(gpt2):

@@ -38,6 +38,10 @@ from gramc.limits import DEFAULT_LIMITS, Deadline, Limits
 DEFAULT_DEPTH = 2
 #: The same for nodes bound lazily, on first use (see ``PDAArtifact.bound``).
 LAZY_DEPTH = 1
+#: The shallowest expansion, below depth 0: no call is expanded and the rule's returns do
+#: not go on outside either; a token read past them is uncertain. Its regions are the node's
+#: own rule, so only a huge regular rule does not fit.
+OWN_RULE = -1
 
 Config = tuple[tuple[int, ...], int, bool]  # (return nodes of calls taken, node, outside)
 
@@ -65,10 +69,10 @@ def expand(table: PDATable, depth: int = DEFAULT_DEPTH, max_states: int = MAX_EX
     module docstring).
 
     When the automaton would exceed ``max_states``, the expansion is retried with fewer
-    calls expanded (down to none): masks stay exact, only more tokens become uncertain.
-    ``deadline`` is checked as states are added.
+    calls expanded (down to none, then :data:`OWN_RULE`): masks stay exact, only more tokens
+    become uncertain. ``deadline`` is checked as states are added.
     """
-    for d in range(depth, -1, -1):
+    for d in range(depth, OWN_RULE - 1, -1):
         try:
             grown = Expansion(table, d, max_states, deadline)
             grown.add_nodes(range(1, table.n_nodes) if nodes is None else nodes)
@@ -110,6 +114,11 @@ def _too_large(max_states: int):
                               "the grammar's rule regions are too large to precompute")
 
 
+#: At :data:`OWN_RULE`, the configuration standing for "the rule may return here" (node 0
+#: is no node: it reads nothing, calls nothing and does not accept).
+_RETURNS: Config = ((), 0, True)
+
+
 class TooLarge(Exception):
     """The expanded automaton would exceed its state budget."""
 
@@ -121,17 +130,20 @@ class LazyExpansion:
     past its budget even at depth 0 it is a compile error. Grown per node, only the regions
     of the nodes a parse reaches are built, each at full depth where it fits; a region too
     large on its own is built one call level down (node rows computed at different depths
-    are all exact: depth only moves tokens between accepted and uncertain). A single region
-    too large even at depth 0 raises :class:`~gramc.errors.LimitExceededError` when that
-    node is first used.
+    are all exact: depth only moves tokens between accepted and uncertain), down to
+    :data:`OWN_RULE`. A region too large even there has no automaton: :meth:`automaton_for`
+    gives None, and the runtime treats every token of that node as uncertain (checked on the
+    real stack).
     """
 
     def __init__(self, table: PDATable, depth: int = DEFAULT_DEPTH, max_states: int = MAX_EXPANDED_STATES):
         self.table, self.max_states = table, max_states
         self.current = Expansion(table, depth, max_states)
 
-    def automaton_for(self, node: int) -> ExpandedDFA:
-        """An expanded automaton whose ``start[node]`` is built."""
+    def automaton_for(self, node: int) -> ExpandedDFA | None:
+        """An expanded automaton whose ``start[node]`` is built, or None where the node's
+        region exceeds the budget on its own even at :data:`OWN_RULE` (the expansion carries
+        on for the next nodes at that depth)."""
         while True:
             try:
                 self.current.add_nodes([node])
@@ -140,8 +152,9 @@ class LazyExpansion:
                 # Full of other nodes' regions: start afresh at the same depth; too large on
                 # its own: one call level less (for this node and the ones after it).
                 fresh = self.current.n_started == 0
-                if fresh and self.current.depth == 0:
-                    raise _too_large(self.max_states) from None
+                if fresh and self.current.depth == OWN_RULE:
+                    self.current = Expansion(self.table, OWN_RULE, self.max_states)
+                    return None
                 depth = self.current.depth - 1 if fresh else self.current.depth
                 self.current = Expansion(self.table, depth, self.max_states)
 
@@ -206,6 +219,11 @@ class Expansion:
             if self.accept[n]:
                 if path:
                     work.append((path[:-1], path[-1], outside))
+                elif not root and self.depth == OWN_RULE:
+                    # What follows the return is not expanded: uncertain. The stand-in keeps
+                    # this set apart from the same set closed at a root, which is not marked.
+                    marked = True
+                    out.add(_RETURNS)
                 elif not root:
                     work.extend(((), ret, True) for ret in self.returns.get(self.node_rule[n], ()))
         return frozenset(out), marked

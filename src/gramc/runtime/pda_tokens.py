@@ -102,6 +102,7 @@ class PDATokenTable:
         self._depth = depth
         self.is_lazy = nodes is None
         self._expansion: LazyExpansion | None = None
+        self._every_id: np.ndarray | None = None  # every id a node row can hold (see _bind_unbounded)
         self._by_bytes: dict[bytes, int] | None = None
         self._stack: StackDFA | None = None
         self._horizon: Horizon | None = None  # made on the first walk
@@ -193,10 +194,28 @@ class PDATokenTable:
             if self._expansion.current is not before and batch:
                 self._bind_batch(batch, x)  # restarted: the batch's states are in the old one
                 batch = []
+            if nxt is None:
+                self._bind_unbounded(n)
+                continue
             batch.append(n)
             x = nxt
         if batch:
             self._bind_batch(batch, x)
+
+    def _bind_unbounded(self, node: int) -> None:
+        """The row of a node whose region is too large to expand even without calls: no
+        token is accepted whatever the stack, every one is uncertain (checked on the real
+        parse, so the masks stay exact; only slower where that node is live)."""
+        assert self._bound_nodes is not None
+        if self._every_id is None:
+            every = np.ones(self.vocab_size, dtype=bool)
+            every[self._special_ids] = False
+            every[self.table.token_ids] = True
+            self._every_id = np.flatnonzero(every)
+            self._every_id.flags.writeable = False
+        self._acc[node] = np.zeros(self.n_words, np.uint32)
+        self._unc[node] = self._every_id
+        self._bound_nodes.put(node, None)
 
     def _bind_batch(self, nodes: list[int], x) -> None:
         assert self._bound_nodes is not None  # rows are bound at run time: not all are stored
