@@ -21,11 +21,12 @@ from paths import SHARED, shared_path
 
 from gramc.compiler.dfa import build_dfa
 from gramc.compiler.ir import NOTHING, Grammar, Machine, alt
-from gramc.schemas.approx import InvalidKeyword, NotExpressible
+from gramc.schemas.approx import InvalidKeyword, NotExpressible, TooLarge
 from gramc.schemas.formats import KNOWN_FORMATS, format_pattern, format_spec
 from gramc.schemas.jsontext import string_literal_ir
 from gramc.compiler.regular import difference, is_empty
-from gramc.schemas.strings import format_ir, json_codepoint_set_to_ir, json_key_excluding, json_string_ir
+from gramc.schemas.strings import (format_ir, json_codepoint_set_to_ir, json_key_excluding, json_string_ir,
+                                   relaxed_pattern_ir)
 
 SETTINGS = settings(
     max_examples=int(os.environ.get("STRING_EXAMPLES", "60")),
@@ -278,6 +279,53 @@ def test_a_unicode_property_pattern_is_exact():
         True, False, False, True]
 
 
+#: Patterns the structural length rewrite refuses (lengths spread over unbounded parts): their
+#: lengths are combined by the product with a count (``strings._length_product``).
+COUNT_PRODUCT_PATTERNS = ["^(?:\\S+\\s+){0,3}\\S+$", "^(ab|c)*$", "^[a-z]+(-[a-z]+)*$", "^(a+b)*$"]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from(COUNT_PRODUCT_PATTERNS), st.integers(0, 4), st.integers(0, 7),
+       st.lists(st.text("abc- \té\U0001f600", max_size=9), min_size=1, max_size=6))
+def test_lengths_with_a_pattern_the_rewrite_refuses_are_exact(pattern, lo, extra, values):
+    hi = lo + extra
+    e = json_string_ir(min_length=lo, max_length=hi, pattern=pattern)
+    for value in values:
+        expected = re.search(pattern, value) is not None and lo <= len(value) <= hi
+        for text in (json.dumps(value), json.dumps(value, ensure_ascii=False)):
+            assert accepts(e, text) == expected, (pattern, lo, hi, text)
+
+
+#: A class of 342 scattered code points (a deep ``\\uXXXX`` trie) 300 times: too large exactly.
+SCATTERED = "^a[%s]{1,300}$" % "".join("\\u%04x" % c for c in range(0x100, 0x500, 3))
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.sampled_from(["a", "b", "\u0100", "\u0101", "\u0103", "\u04ff"]), max_size=8), st.integers(0, 400))
+def test_a_pattern_too_large_exactly_is_relaxed_to_its_characters(chars, repeats):
+    """Only the repetition's upper bound is dropped: every string of the pattern is kept,
+    and a string with a character the pattern refuses is still refused."""
+    with pytest.raises(TooLarge):
+        json_string_ir(pattern=SCATTERED)
+    relaxed, counts = relaxed_pattern_ir(SCATTERED)
+    assert counts == ["{1,300} as {1,}"]
+    value = "".join(chars) + "\u0100" * (repeats if chars[:1] == ["a"] else 0)
+    expected = re.search(SCATTERED.replace("{1,300}", "+"), value) is not None
+    assert expected >= (re.search(SCATTERED, value) is not None)
+    for text in (json.dumps(value), json.dumps(value, ensure_ascii=False)):
+        assert accepts(relaxed, text) == expected, text
+
+
+def test_a_schema_with_such_a_pattern_reports_the_relaxed_repetition():
+    import gramc
+    from gramc.errors import GramcWarning
+    from gramc.runtime.check import check_artifact
+
+    with pytest.warns(GramcWarning, match=r"enforced with the repetitions \{1,300\} as \{1,\}"):
+        art = gramc.compile(json.dumps({"type": "string", "pattern": SCATTERED}), format="json_schema")
+    assert [check_artifact(art, json.dumps(v).encode()).ok for v in ["a\u0100", "a", "a\u0101"]] == [True, False, False]
+
+
 def test_unsupported_patterns_are_not_expressible():
     for pattern, keyword in [("a(?=b)", "pattern"), ("(a)\\1", "pattern")]:
         with pytest.raises(NotExpressible) as info:
@@ -286,8 +334,8 @@ def test_unsupported_patterns_are_not_expressible():
     with pytest.raises(InvalidKeyword) as bad:  # no regular expression at all: an invalid schema
         json_string_ir(pattern="(a")
     assert bad.value.keyword == "pattern"
-    with pytest.raises(NotExpressible) as info:
-        json_string_ir(pattern="a", max_length=5000)
+    with pytest.raises(NotExpressible) as info:  # 20 letter-DFA states times 901 counts
+        json_string_ir(pattern="^(?:\\S+\\s+){0,9}\\S+$", max_length=900)
     assert info.value.keyword == "maxLength"
     with pytest.raises(NotExpressible) as info:
         json_string_ir(pattern="a", format="date")

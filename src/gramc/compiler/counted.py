@@ -15,7 +15,8 @@ import numpy as np
 from gramc.automata.counted import MAX_COUNTED_STATES, CountedDFA, item_is_countable, unambiguous
 from gramc.automata.tables import DEAD, DFATable
 from gramc.compiler.dfa import build_dfa, byte_classes, determinize, merge_byte_columns
-from gramc.compiler.ir import EMPTY, Expr, Grammar, Ref, Repeat, Seq, Token, TokenName, alt, postorder, repeat, seq
+from gramc.compiler.ir import (EMPTY, Expr, Grammar, Ref, Repeat, Seq, Token, TokenName, alt, postorder, repeat, seq,
+                              substitute)
 from gramc.compiler.nfa import build_nfa, thompson_size
 from gramc.limits import DEFAULT_LIMITS, Deadline, Limits
 
@@ -38,8 +39,9 @@ def build_counted_dfa(grammar: Grammar, limits: Limits = DEFAULT_LIMITS,
         return None
     names = _fresh_names(grammar, len(counted))
     calls = {name: k for k, name in enumerate(names)}
-    replaced = _replace(body, {rep: (Ref(name) if rep.min >= 1 else alt(EMPTY, Ref(name)))
-                               for (rep, _), name in zip(counted, names)})
+    calling: dict[Expr, Expr] = {rep: (Ref(name) if rep.min >= 1 else alt(EMPTY, Ref(name)))
+                                 for (rep, _), name in zip(counted, names)}
+    replaced = substitute(body, calling.get)
     outer_grammar = Grammar({**grammar.rules, grammar.start: replaced}, grammar.start)
     if thompson_size(outer_grammar, calls) > limits.max_nfa_states // _INLINE_NFA_FRACTION:
         return None
@@ -156,17 +158,3 @@ def _fresh_names(grammar: Grammar, n: int) -> list[str]:
     return out
 
 
-def _replace(body: Expr, by: dict[Expr, Expr]) -> Expr:
-    """``body`` with the nodes of ``by`` replaced (bottom-up, shared parts rebuilt once)."""
-    new: dict[int, Expr] = {}
-    for node in postorder(body):
-        if node in by:
-            new[id(node)] = by[node]
-        elif isinstance(node, Repeat):
-            new[id(node)] = repeat(new[id(node.item)], node.min, node.max)
-        elif node.children():
-            parts = [new[id(c)] for c in node.children()]
-            new[id(node)] = seq(*parts) if isinstance(node, Seq) else alt(*parts)
-        else:
-            new[id(node)] = node
-    return new[id(body)]

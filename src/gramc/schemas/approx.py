@@ -20,6 +20,12 @@ class NotExpressible(Exception):
         super().__init__(f"{keyword}: {reason}")
 
 
+class TooLarge(NotExpressible):
+    """A constraint that is expressible exactly, but whose automaton would pass a size
+    bound: a smaller over-approximation may still be built (see
+    :func:`gramc.schemas.strings.relaxed_pattern_ir`)."""
+
+
 class InvalidKeyword(Exception):
     """A keyword whose value is invalid (a ``pattern`` that is no regular expression): the
     schema is invalid, which is an error, never an approximation."""

@@ -17,7 +17,7 @@ from typing import Callable
 from gramc.compiler.ir import Expr
 from gramc.errors import LimitExceededError, SchemaError
 from gramc.limits import DEFAULT_LIMITS, Limits
-from gramc.schemas.approx import InvalidKeyword, NotExpressible
+from gramc.schemas.approx import InvalidKeyword, NotExpressible, TooLarge
 
 Report = Callable[[str, str, str], None]  # (keyword, pointer, reason)
 
@@ -76,7 +76,7 @@ def string_ir(min_length: int | None, max_length: int | None, pattern: str | Non
         raise SchemaError(str(err), at("minLength")) from None
     built = []
     if pattern is not None:
-        built.append(_one(lambda: json_string_ir(pattern=pattern, limits=limits), at, report))
+        built.append(_pattern(pattern, at, report, limits))
     if fmt is not None:
         built.append(_format_lang(fmt, at("format"), report, strict))
     out = _intersect([x for x in built if x is not None], "format", at("format"), report)
@@ -100,6 +100,27 @@ def _known_format(fmt: str, where: str, warn) -> str | None:
 def _one(build: Callable[[], Expr], at, report: Report) -> Expr | None:
     try:
         return build()
+    except NotExpressible as err:
+        report(err.keyword, at(err.keyword.split("/")[0]), err.reason)
+        return None
+
+
+def _pattern(pattern: str, at, report: Report, limits: Limits) -> Expr | None:
+    """The pattern's strings; where the exact automaton is too large, the smaller
+    over-approximation of :func:`~gramc.schemas.strings.relaxed_pattern_ir` (reported), so
+    the characters the pattern allows are still enforced."""
+    from gramc.schemas.strings import json_string_ir, relaxed_pattern_ir
+
+    try:
+        return json_string_ir(pattern=pattern, limits=limits)
+    except TooLarge as err:
+        try:
+            relaxed, counts = relaxed_pattern_ir(pattern, limits)
+        except NotExpressible:
+            report(err.keyword, at("pattern"), err.reason)
+            return None
+        report("pattern", at("pattern"), f"{err.reason}; enforced with the repetitions {', '.join(counts)}")
+        return relaxed
     except NotExpressible as err:
         report(err.keyword, at(err.keyword.split("/")[0]), err.reason)
         return None

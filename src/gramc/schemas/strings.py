@@ -30,6 +30,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from functools import lru_cache
 
+from gramc.automata.tables import DEAD
 from gramc.compiler.frontends.regex import parse_regex, parse_regex_search
 from gramc.compiler.ir import (
     EMPTY,
@@ -45,12 +46,13 @@ from gramc.compiler.ir import (
     postorder,
     repeat,
     seq,
+    substitute,
 )
-from gramc.compiler.regular import difference_machine, intersection
+from gramc.compiler.regular import dfa_of, difference_machine, intersection
 from gramc.compiler.unicode import ALL_CODEPOINTS, CodepointSet
 from gramc.errors import GramcError, GrammarSyntaxError, LimitExceededError
 from gramc.limits import DEFAULT_LIMITS, Limits
-from gramc.schemas.approx import InvalidKeyword, NotExpressible
+from gramc.schemas.approx import InvalidKeyword, NotExpressible, TooLarge
 from gramc.schemas.formats import format_pattern, format_spec
 from gramc.schemas.jsontext import string_literal_ir
 from gramc.schemas.lookahead import Branch, lookahead_language, split_lookaheads
@@ -210,21 +212,44 @@ class _Letters:
 
     def to_json(self, expr: Expr) -> Expr:
         """Replace every letter by its JSON spellings."""
-        memo: dict[Expr, Expr] = {}
-        for node in postorder(expr):
-            if isinstance(node, Token):
-                memo[node] = json_codepoint_set_to_ir(self.sets[node.id])
-            elif isinstance(node, Seq):
-                memo[node] = seq(*(memo[c] for c in node.items))
-            elif isinstance(node, Alt):
-                memo[node] = alt(*(memo[c] for c in node.items))
-            elif isinstance(node, Repeat):
-                memo[node] = repeat(memo[node.item], node.min, node.max)
-            else:
-                memo[node] = node
-        return memo[expr]
+        return substitute(expr, lambda n: json_codepoint_set_to_ir(self.sets[n.id]) if isinstance(n, Token) else None)
 
 
+#: Most states (letter-DFA states times counts) of a :func:`_length_product`.
+MAX_LENGTH_PRODUCT = 4_096
+
+
+def _length_product(lang: Expr, letters: _Letters, lo: int, hi: int) -> Expr | None:
+    """The words of ``lang`` (over letters) with ``lo`` to ``hi`` letters, by the product of
+    its DFA over letters with a count: node ``(s, n)`` reads a letter and goes on to
+    ``(t, n + 1)``; it accepts where ``s`` does and ``n >= lo``. Each letter is one code point
+    whatever its set, so the count is the decoded length, exactly. The nodes are shared
+    (a DAG the compiler turns into called rules), so the size grows with the DFA's states
+    times ``hi``, not with the number of paths. None when that product would pass
+    :data:`MAX_LENGTH_PRODUCT`."""
+    dfa = dfa_of(substitute(lang, lambda n: Token(-n.id) if isinstance(n, Token) else None))
+    if (dfa.n_states - 1) * (hi + 1) > MAX_LENGTH_PRODUCT:
+        return None
+    nbc = dfa.n_byte_classes
+    moves: list[list[tuple[int, Expr]]] = []
+    for s in range(dfa.n_states):
+        by_target: dict[int, CodepointSet] = {}
+        for col, letter in enumerate(dfa.token_ids.tolist()):
+            t = int(dfa.delta[s, nbc + col])
+            if t != DEAD:
+                cps = letters.sets[-letter]
+                by_target[t] = by_target[t] | cps if t in by_target else cps
+        moves.append([(t, letters.letter(cps)) for t, cps in sorted(by_target.items())])
+    after: dict[int, Expr] = {}  # the nodes of the count one higher
+    for n in range(hi, -1, -1):
+        here = {}
+        for s in range(1, dfa.n_states):
+            parts = [EMPTY] if dfa.accept[s] and n >= lo else []
+            if n < hi:
+                parts += [seq(letter, after[t]) for t, letter in moves[s] if after[t] is not NOTHING]
+            here[s] = alt(*parts) if parts else NOTHING
+        after = here
+    return after[dfa.start] if dfa.start != DEAD else NOTHING
 
 
 class _TooHard(Exception):
@@ -407,10 +432,13 @@ def json_string_ir(
                 lang = _LengthRestrictor().restrict(lang, lo, hi)
             except _TooHard:
                 what = "format" if pattern is None else "pattern"
-                raise NotExpressible(
-                    _length_keyword(min_length, max_length),
-                    f"the length limits cannot be combined compactly with the {what}",
-                ) from None
+                product = None if hi is None else _length_product(lang, letters, lo, hi)
+                if product is None:
+                    raise NotExpressible(
+                        _length_keyword(min_length, max_length),
+                        f"the length limits cannot be combined compactly with the {what}",
+                    ) from None
+                return seq(QUOTE, letters.to_json(product), QUOTE)  # shared nodes: not a tree to measure
         body = letters.to_json(lang)
     size = 0 if lang is None else expanded_size(body)  # plain lengths: one counted repeat
     if size > MAX_STRING_SIZE:
@@ -418,10 +446,43 @@ def json_string_ir(
             keyword = _length_keyword(min_length, max_length)
         else:
             keyword = "pattern" if pattern is not None else "format"
-        raise NotExpressible(
-            keyword, f"the string automaton would need {size} states (limit {MAX_STRING_SIZE})"
-        )
+        raise TooLarge(keyword, f"the string automaton would need {size} states (limit {MAX_STRING_SIZE})")
     return seq(QUOTE, body, QUOTE)
+
+
+def relaxed_pattern_ir(pattern: str, limits: Limits = DEFAULT_LIMITS) -> tuple[Expr, list[str]]:
+    """A smaller over-approximation of ``pattern``'s strings, for a pattern whose exact
+    automaton is too large (:class:`~gramc.schemas.approx.TooLarge`): its bounded
+    repetitions, costliest first, lose their upper bound (``x{1,200}`` becomes ``x+``,
+    ``x{0,9}`` becomes ``x*``) until the automaton fits. What the pattern says about which
+    characters may appear where is kept, so ``^[A-Za-z]{1,200}$`` still refuses ``""`` and
+    ``"a b"``. Returns the string literal IR and the relaxed repetitions, in words.
+
+    Raises:
+        NotExpressible: the pattern has lookaheads, or does not fit even with every
+            repetition relaxed.
+    """
+    if split_lookaheads(pattern) is not None:
+        raise NotExpressible("pattern", "a pattern with lookaheads is not relaxed")
+    letters = _Letters(limits)
+    lang = letters.pattern(pattern, "pattern", search=True)
+    relaxed: list[str] = []
+    while True:
+        body = letters.to_json(lang)
+        size = expanded_size(body)
+        if size <= MAX_STRING_SIZE:
+            return seq(QUOTE, body, QUOTE), relaxed
+        counted = [n for n in postorder(lang)
+                   if isinstance(n, Repeat) and n.max is not None and n.max > max(n.min, 1)]
+        if not counted:
+            raise NotExpressible("pattern", f"the string automaton would need {size} states (limit "
+                                            f"{MAX_STRING_SIZE}) even with its repetitions unbounded")
+        costs = [(n.max or 0) * expanded_size(letters.to_json(n.item)) for n in counted]
+        costliest = counted[costs.index(max(costs))]
+        loose = repeat(costliest.item, min(costliest.min, 1), None)
+        swap: dict[Expr, Expr] = {costliest: loose}
+        lang = substitute(lang, swap.get)
+        relaxed.append(f"{{{costliest.min},{costliest.max}}} as {{{min(costliest.min, 1)},}}")
 
 
 def _lookahead_body(branches: list[Branch], letters: _Letters, min_length: int | None, max_length: int | None,
@@ -446,7 +507,7 @@ def _lookahead_body(branches: list[Branch], letters: _Letters, min_length: int |
                                  f"the length limits cannot be combined compactly with the pattern ({err})") from None
     size = expanded_size(body)
     if size > MAX_STRING_SIZE:
-        raise NotExpressible("pattern", f"the string automaton would need {size} states (limit {MAX_STRING_SIZE})")
+        raise TooLarge("pattern", f"the string automaton would need {size} states (limit {MAX_STRING_SIZE})")
     return body
 
 
