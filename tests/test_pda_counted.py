@@ -152,6 +152,21 @@ def test_priced_masks_equal_the_oracle(name):
     assert used.called
 
 
+@pytest.mark.parametrize("name", sorted(GRAMMARS))
+def test_an_eager_artifact_stores_no_rows_of_chain_nodes_and_masks_exactly(name):
+    """Writing an artifact precomputes node rows, but not the chain nodes' (one per
+    iteration, priced by count at run time): the file round-trips and its masks equal the
+    oracle's along the chains."""
+    g = GRAMMARS[name]
+    eager = PDAArtifact.bound(kept(g).pda, {"format": "ir"}, make_vocab(LONG_TOKENS))
+    chains = counted_items(eager).chain_nodes()
+    assert len(chains)
+    row_of = eager.token_table.stored.row_of
+    assert row_of is not None and (row_of[chains - 1] < 0).all() and (row_of >= 0).any()
+    back = gramc.from_bytes(eager.to_bytes(), vocab=make_vocab(LONG_TOKENS))
+    _check_walks(back, g, PREFIXES[name], seed=len(name) + 1, walks=4)
+
+
 @pytest.mark.parametrize("name", sorted(REFUSED))
 def test_refused_items_still_mask_exactly(name):
     g = REFUSED[name]

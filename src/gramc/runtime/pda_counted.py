@@ -148,6 +148,12 @@ class CountedItems:
             out["counted_shapes"] = self._shared.stats()
         return out
 
+    def chain_nodes(self) -> np.ndarray:
+        """The chain nodes of the priced items (each calls its item as its only call),
+        ascending: the stack DFA prices the tokens read from them by count."""
+        return np.array(sorted({y for item, ys in self.rets.items() for y in ys if self._link(y) == item}),
+                        dtype=np.int64)
+
     def _chained(self, item: int, nodes) -> bool:
         """Does one of ``nodes`` call ``item`` as its only call, returning to a node that
         does so again (a chain two iterations long, at least)?"""
