@@ -108,6 +108,41 @@ def test_llama_cpp_json_grammar_on_gpt2(gpt2):
     walk(text, gpt2, tokens)
 
 
+@pytest.mark.parametrize("source", ["json.gbnf", "schema"])
+def test_regions_built_one_token_deep_give_the_same_node_rows(gpt2, source):
+    """Built only as far from each node as the longest token reads (breadth first, states
+    met nearer later built on), the expansion binds every node to the rows of the whole
+    regions; with a string's maxLength chain it is far smaller."""
+    import json
+
+    from gramc.automata.pda_bind import LazyExpansion, bind_nodes, expand
+    from gramc.automata.trie import trie_for
+    from gramc.compiler.passes import optimize
+    from gramc.compiler.pda import build_pda
+
+    if source == "schema":
+        schema = {"type": "object", "properties": {"a": {"type": "string", "maxLength": 400},
+                                                   "b": {"type": "array", "items": {"$ref": "#"}}}}
+        table = gramc.compile(json.dumps(schema), format="json_schema").pda
+    else:
+        table = build_pda(optimize(parse_gbnf(shared_path("corpora", "gbnf", source).read_text())))
+    trie = trie_for(gpt2[0])
+    nodes = np.arange(1, table.n_nodes)
+    whole = expand(table, 2)
+    near = expand(table, 2, reach=trie.max_len)
+    lazy = LazyExpansion(table, 2, reach=trie.max_len)
+    lazy_rows = [bind_nodes(table, trie, np.array([n]), 2, lazy.automaton_for(n)) for n in nodes.tolist()[::-1]]
+    a, b = bind_nodes(table, trie, nodes, 2, whole), bind_nodes(table, trie, nodes, 2, near)
+    assert np.array_equal(a.accepted, b.accepted)
+    assert np.array_equal(a.unc_indptr, b.unc_indptr) and np.array_equal(a.unc_ids, b.unc_ids)
+    for k, row in zip(nodes.tolist()[::-1], lazy_rows):
+        i = k - 1
+        assert np.array_equal(row.accepted[0], a.accepted[i])
+        assert np.array_equal(row.unc_ids, a.unc_ids[a.unc_indptr[i]:a.unc_indptr[i + 1]])
+    if source == "schema":
+        assert len(near.delta) < 0.6 * len(whole.delta), (len(near.delta), len(whole.delta))
+
+
 @pytest.mark.parametrize("max_states", [50_000, 800, 40])
 def test_lazy_expansion_gives_the_global_node_rows(gpt2, max_states):
     """Lazy binding grows the expanded automaton one node region at a time. With room for

@@ -23,6 +23,7 @@ over a whole Earley set, which is what the runtime does.
 
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass
 
 import numpy as np
@@ -64,9 +65,9 @@ DEADLINE_EVERY = 256
 
 
 def expand(table: PDATable, depth: int = DEFAULT_DEPTH, max_states: int = MAX_EXPANDED_STATES,
-           deadline: Deadline | None = None, nodes=None) -> ExpandedDFA:
+           deadline: Deadline | None = None, nodes=None, reach: int | None = None) -> ExpandedDFA:
     """Subset construction of the regions of ``nodes`` (every node when None; see the
-    module docstring).
+    module docstring), each built ``reach`` bytes deep (:class:`Expansion`).
 
     When the automaton would exceed ``max_states``, the expansion is retried with fewer
     calls expanded (down to none, then :data:`OWN_RULE`): masks stay exact, only more tokens
@@ -74,7 +75,7 @@ def expand(table: PDATable, depth: int = DEFAULT_DEPTH, max_states: int = MAX_EX
     """
     for d in range(depth, OWN_RULE - 1, -1):
         try:
-            grown = Expansion(table, d, max_states, deadline)
+            grown = Expansion(table, d, max_states, deadline, reach)
             grown.add_nodes(range(1, table.n_nodes) if nodes is None else nodes)
             return grown.automaton()
         except TooLarge:
@@ -136,9 +137,10 @@ class LazyExpansion:
     real stack).
     """
 
-    def __init__(self, table: PDATable, depth: int = DEFAULT_DEPTH, max_states: int = MAX_EXPANDED_STATES):
-        self.table, self.max_states = table, max_states
-        self.current = Expansion(table, depth, max_states)
+    def __init__(self, table: PDATable, depth: int = DEFAULT_DEPTH, max_states: int = MAX_EXPANDED_STATES,
+                 reach: int | None = None):
+        self.table, self.max_states, self.reach = table, max_states, reach
+        self.current = Expansion(table, depth, max_states, reach=reach)
 
     def automaton_for(self, node: int) -> ExpandedDFA | None:
         """An expanded automaton whose ``start[node]`` is built, or None where the node's
@@ -153,18 +155,25 @@ class LazyExpansion:
                 # its own: one call level less (for this node and the ones after it).
                 fresh = self.current.n_started == 0
                 if fresh and self.current.depth == OWN_RULE:
-                    self.current = Expansion(self.table, OWN_RULE, self.max_states)
+                    self.current = Expansion(self.table, OWN_RULE, self.max_states, reach=self.reach)
                     return None
                 depth = self.current.depth - 1 if fresh else self.current.depth
-                self.current = Expansion(self.table, depth, self.max_states)
+                self.current = Expansion(self.table, depth, self.max_states, reach=self.reach)
 
 
 class Expansion:
     """Subset construction over (call path, node, outside) configurations, grown on demand:
-    :meth:`add_nodes` builds the regions of more nodes, :meth:`automaton` gives the arrays."""
+    :meth:`add_nodes` builds the regions of more nodes, :meth:`automaton` gives the arrays.
 
-    def __init__(self, table: PDATable, depth: int, max_states: int, deadline: Deadline | None = None):
+    With a ``reach`` (the longest token's bytes), a region is built only that far from its
+    node, breadth first: no token reads further, so the states that far have no moves (a
+    string's ``maxLength`` chain is walked one token deep, not to its end). A state met
+    again nearer to a node is built on from there."""
+
+    def __init__(self, table: PDATable, depth: int, max_states: int, deadline: Deadline | None = None,
+                 reach: int | None = None):
         self.depth, self.max_states, self.deadline = depth, max_states, deadline
+        self.reach = reach
         self.n_cols = table.n_byte_classes + len(table.token_ids)
         # Each node's live (column, target) pairs, listed on first use: a lazy expansion
         # needs only the rows its regions reach, and builds while a mask waits.
@@ -179,7 +188,10 @@ class Expansion:
         self.index: dict[frozenset[Config], int] = {frozenset(): DEAD}
         self.by_targets: dict[frozenset[Config], int] = {}  # unclosed move targets -> state
         self.marks, self.insides = [False], [False]
+        self.keys: list[frozenset[Config]] = [frozenset()]  # by state
+        self.dist = [0]  # by state: the fewest bytes from a node's start met so far
         self.table_rows: list[list[int] | None] = [[DEAD] * self.n_cols]  # None until add_nodes builds it
+        self._rebuilt: list[int] = []  # states whose rows changed after automaton() copied them
         self.start = np.zeros(table.n_nodes, dtype=np.int64)  # 0: not built (node 0 is unused)
         self.n_started = 0  # nodes whose region was built completely
         self._built = 1  # states whose rows are in the arrays below (capacity doubles)
@@ -228,44 +240,58 @@ class Expansion:
                     work.extend(((), ret, True) for ret in self.returns.get(self.node_rule[n], ()))
         return frozenset(out), marked
 
-    def _state_of(self, configs: set[Config], work: list, root: bool = False) -> int:
+    def _state_of(self, configs: set[Config], work: deque[int], dist: int, root: bool = False) -> int:
+        """The state of ``configs`` closed, made (and queued) if new, queued again if met
+        nearer than before, within the reach."""
         targets = frozenset(configs)
-        if not root:
-            state = self.by_targets.get(targets)
-            if state is not None:  # many moves reach the same configurations: close them once
-                return state
-        key, marked = self._close(configs, root)
-        state = self.index.get(key)
+        # Many moves reach the same configurations: close them once.
+        state = None if root else self.by_targets.get(targets)
         if state is None:
-            if len(self.index) >= self.max_states:
-                raise TooLarge
-            state = self.index[key] = len(self.marks)
-            if self.deadline is not None and state % DEADLINE_EVERY == 0:
-                self.deadline.check()
-            self.marks.append(marked)
-            self.insides.append(any(not outside for _, _, outside in key))
-            self.table_rows.append(None)
-            work.append(key)
-        if not root:
-            self.by_targets[targets] = state
+            key, marked = self._close(configs, root)
+            state = self.index.get(key)
+            if state is None:
+                if len(self.index) >= self.max_states:
+                    raise TooLarge
+                state = self.index[key] = len(self.marks)
+                if self.deadline is not None and state % DEADLINE_EVERY == 0:
+                    self.deadline.check()
+                self.marks.append(marked)
+                self.insides.append(any(not outside for _, _, outside in key))
+                self.keys.append(key)
+                self.dist.append(dist)
+                self.table_rows.append(None)
+                work.append(state)
+            if not root:
+                self.by_targets[targets] = state
+        if dist < self.dist[state]:
+            self.dist[state] = dist
+            if self.reach is None or dist < self.reach:
+                work.append(state)  # its moves, and theirs, come nearer too
         return state
 
     def add_nodes(self, nodes) -> None:
         """Build the regions of ``nodes`` (those not built yet); :class:`TooLarge` past the budget."""
-        work: list[frozenset[Config]] = []
+        work: deque[int] = deque()
         for n in nodes:
             if not self.start[n]:
-                self.start[n] = self._state_of({((), n, False)}, work, root=True)
+                self.start[n] = self._state_of({((), n, False)}, work, 0, root=True)
         while work:
-            key = work.pop()
+            state = work.popleft()
+            d = self.dist[state]
+            if self.reach is not None and d >= self.reach:
+                if self.table_rows[state] is None:
+                    self.table_rows[state] = [DEAD] * self.n_cols  # no token reads on from here
+                continue
             moves: dict[int, set[Config]] = {}
-            for path, n, outside in key:
+            for path, n, outside in self.keys[state]:
                 for c, t in self._live_of(n):
                     moves.setdefault(c, set()).add((path, t, outside))
             row = [DEAD] * self.n_cols
             for c, targets in moves.items():
-                row[c] = self._state_of(targets, work)
-            self.table_rows[self.index[key]] = row
+                row[c] = self._state_of(targets, work, d + 1)
+            if state < self._built and row != self.table_rows[state]:
+                self._rebuilt.append(state)
+            self.table_rows[state] = row
         self.n_started = int(np.count_nonzero(self.start))
 
     def automaton(self) -> ExpandedDFA:
@@ -281,6 +307,11 @@ class Expansion:
             self._marker[self._built:n] = self.marks[self._built:n]
             self._inside[self._built:n] = self.insides[self._built:n]
             self._built = n
+        for state in self._rebuilt:  # cut at the reach before, met nearer since
+            row = self.table_rows[state]
+            assert row is not None  # rebuilt rows are built
+            self._delta[state] = row
+        self._rebuilt.clear()
         return ExpandedDFA(self._delta[:n], self._marker[:n], self._inside[:n], self.start.copy())
 
 
@@ -330,7 +361,7 @@ def bind_nodes(table: PDATable, trie: TokenTrie, nodes: np.ndarray, depth: int =
     V = trie.vocab_size
     fixed = len(nodes) * n_words(V) * 4 + 2 * STATE_CHUNK * V  # packed rows + one chunk's bool rows
     limits.check_memory(fixed, f"the token masks of {len(nodes):,} PDA nodes")
-    x = expanded or expand(table, depth, deadline=deadline)
+    x = expanded or expand(table, depth, deadline=deadline, reach=trie.max_len)
     nbc = table.n_byte_classes
     acc_parts: list[np.ndarray] = []
     unc_parts: list[np.ndarray | None] = []  # per chunk, its nodes' uncertain ids one after another

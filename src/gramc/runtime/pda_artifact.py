@@ -139,10 +139,12 @@ def eager_rows(pda: PDATable, trie, depth: int, limits: Limits = DEFAULT_LIMITS,
     if len(chains):
         order = order[~np.isin(order, chains)]
     if len(order) == pda.n_nodes - 1 <= MAX_STORED_NODES:
-        return bind_nodes(pda, trie, np.arange(1, pda.n_nodes), depth, expand(pda, depth, deadline=deadline),
+        return bind_nodes(pda, trie, np.arange(1, pda.n_nodes), depth,
+                          expand(pda, depth, deadline=deadline, reach=trie.max_len),
                           limits, deadline)
     nodes = np.sort(order[:MAX_STORED_NODES])
-    bound = bind_nodes(pda, trie, nodes, depth, expand(pda, depth, deadline=deadline, nodes=nodes), limits, deadline)
+    x = expand(pda, depth, deadline=deadline, nodes=nodes, reach=trie.max_len)
+    bound = bind_nodes(pda, trie, nodes, depth, x, limits, deadline)
     row_of = np.full(pda.n_nodes - 1, -1, dtype=np.int32)
     row_of[nodes - 1] = np.arange(len(nodes))
     counts = np.zeros(pda.n_nodes - 1, dtype=np.int64)

@@ -183,7 +183,7 @@ class PDATokenTable:
         :data:`~gramc.automata.pda_bind.LAZY_DEPTH` calls (fewer states to build while a mask
         waits; the extra uncertain tokens cost little on the stack DFA)."""
         if self._expansion is None:
-            self._expansion = LazyExpansion(self.table, min(self._depth, LAZY_DEPTH))
+            self._expansion = LazyExpansion(self.table, min(self._depth, LAZY_DEPTH), reach=self.trie.max_len)
         batch: list[int] = []
         x = None
         for n in dict.fromkeys(nodes):
