@@ -371,11 +371,11 @@ def test_unknown_format_is_an_annotation_with_a_warning():
 
 
 @pytest.mark.parametrize("schema, short, long_enough", [
-    ({"type": "string", "minLength": 50, "maxLength": 32767}, "A", "x" * 50),
-    ({"type": "string", "minLength": 3, "maxLength": 32767, "pattern": "^[a-z]+$"}, "ab", "abc"),
+    ({"type": "string", "minLength": 50, "maxLength": 2**31 - 1}, "A", "x" * 50),
+    ({"type": "string", "minLength": 3, "maxLength": 2**31 - 1, "pattern": "^[a-z]+$"}, "ab", "abc"),
 ])
 def test_a_length_above_the_counted_bound_keeps_the_other_length(schema, short, long_enough):
-    # maxLength 32767 is over-approximated (reported); minLength must still hold (the dev
+    # maxLength 2**31 - 1 is over-approximated (reported); minLength must still hold (the dev
     # corpus had invalid documents with a one-letter certificate accepted).
     with pytest.warns(GramcWarning, match="'maxLength' at #/maxLength"):
         grammar, approx = schema_to_grammar(schema)
@@ -390,8 +390,23 @@ def test_a_length_above_the_counted_bound_keeps_the_other_length(schema, short, 
     validator = Draft202012Validator(schema)
     assert not validator.is_valid(short) and not accepts(short)
     assert validator.is_valid(long_enough) and accepts(long_enough)
-    too_long = long_enough[0] * 32768  # the reported superset
-    assert not validator.is_valid(too_long) and accepts(too_long)
+
+
+@pytest.mark.parametrize("schema", [
+    {"type": "string", "minLength": 50, "maxLength": 32767},
+    {"type": "object", "properties": {"a": {"type": "string", "minLength": 50, "maxLength": 32767}},
+     "required": ["a"]},  # any value beside it: recursive, a PDA chain
+])
+def test_a_maxlength_of_32767_is_exact(schema):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", GramcWarning)
+        art = gramc.compile(schema, format="json_schema")
+    assert art.kind == ("counted" if schema["type"] == "string" else "pda")
+    validator = Draft202012Validator(schema)
+    for n in (49, 50, 32767, 32768):
+        value = "é" * n if schema["type"] == "string" else {"a": "é" * n}
+        for text in (json.dumps(value), json.dumps(value, ensure_ascii=False)):
+            assert check_artifact(art, text.encode()).ok == validator.is_valid(value), (n, text[:20])
 
 
 def test_newer_keywords_in_a_draft_04_document_are_read_as_in_every_draft():

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import warnings
 
+import numpy as np
 import pytest
 from click.testing import CliRunner
 
 from gramc.cli.main import main
-from gramc.compiler.ir import EMPTY, Grammar, Ref, Token, TokenName, alt, format_expr, literal, repeat, seq
+from gramc.compiler.ir import EMPTY, Grammar, Ref, Repeat, Token, TokenName, alt, format_expr, literal, repeat, seq
 from gramc.compiler.passes import (
     check_references,
     inline_nonrecursive,
@@ -159,6 +160,41 @@ def test_long_counted_repetitions_call_their_item():
                   b"a\\u12x", b"ab," + b"b" * n + b",c", b"," + b"b" * (n + 1) + b","]:
             assert before.fullmatch(s) == after.fullmatch(s)
             assert before.is_viable_prefix(s) == after.is_viable_prefix(s)
+
+
+def test_chains_past_the_chain_bound_are_rules_built_directly(monkeypatch):
+    """A long counted repetition of more than MIN_CHAIN_RULE iterations becomes a rule of
+    its own, whose DFA (a chain of positions) build_pda makes without a subset construction;
+    that DFA is the one the subset construction and minimisation give, and the PDA's
+    language is unchanged."""
+    from earley import EarleyOracle
+    from gramc.compiler import passes, pda
+    from gramc.compiler.dfa import byte_classes, determinize_used
+    from gramc.compiler.ir import byte_range
+    from gramc.compiler.nfa import build_nfa
+    from gramc.limits import DEFAULT_LIMITS, Deadline
+
+    monkeypatch.setattr(passes, "MIN_CHAIN_RULE", 6)
+    char = alt(byte_range(0x61, 0x7A), seq(literal(b"\\u"), repeat(byte_range(0x30, 0x39), 4, 4)))
+    g = Grammar({"root": alt(seq(literal(b'"'), repeat(char, 2, 9), literal(b'"')),
+                             seq(literal(b"["), Ref("root"), literal(b"]")))}, "root")
+    out = passes.outline_shared(g, min_size=1)
+    chains = [k for k, b in out.rules.items() if isinstance(b, Repeat) and isinstance(b.item, Ref)]
+    assert len(chains) == 1 and pda._chain(out.rules[chains[0]]) == (out.rules[chains[0]].item.name, 2, 9)
+    names = [out.start] + [n for n in out.rules if n != out.start]
+    calls = {n: i for i, n in enumerate(names)}
+    nfa = build_nfa(Grammar(out.rules, chains[0]), DEFAULT_LIMITS, calls)
+    classes = byte_classes({m for n in names if n != chains[0]
+                            for m in build_nfa(Grammar(out.rules, n), DEFAULT_LIMITS, calls).cls} - {0})
+    want = determinize_used(nfa, classes, [], len(names), DEFAULT_LIMITS, Deadline(60))
+    got = pda._chain_dfa(out.rules[chains[0]].item.name, 2, 9, int(classes.max()) + 1, calls)
+    for a, b in zip(got, want):
+        assert np.array_equal(a, b)
+    table = pda.build_pda(out, collapse=False)
+    before, after = EarleyOracle(g), EarleyOracle(out)
+    assert table.rule_names == tuple(names)
+    for text in [b'"ab"', b'"a"', b'"' + b"a" * 9 + b'"', b'"' + b"a" * 10 + b'"', b'["\\u0123b"]', b'[["zz"]]']:
+        assert before.fullmatch(text) == after.fullmatch(text), text
 
 
 def test_a_rule_whose_body_is_a_long_counted_repetition_calls_its_item():

@@ -177,13 +177,18 @@ def test_codepoint_set_encoding():
 
 
 def test_length_limits():
-    assert json_string_ir(min_length=3, max_length=2).items[1] is NOTHING if False else True
+    from gramc.schemas.strings import MAX_COUNTED_LENGTH, MAX_COUNTED_MAX_LENGTH
+
     assert not accepts(json_string_ir(min_length=3, max_length=2), '"abc"')
-    e = json_string_ir(max_length=10_000)
-    assert accepts(e, json.dumps("x" * 10_000)) and not accepts(e, json.dumps("x" * 10_001))
-    with pytest.raises(NotExpressible) as info:
-        json_string_ir(max_length=10_001)
-    assert info.value.keyword == "maxLength"
+    e = json_string_ir(min_length=12_000, max_length=20_000)  # both above the bound of a minLength alone
+    assert accepts(e, json.dumps("x" * 20_000)) and not accepts(e, json.dumps("x" * 20_001))
+    assert accepts(e, json.dumps("x" * 12_000)) and not accepts(e, json.dumps("x" * 11_999))
+    json_string_ir(max_length=MAX_COUNTED_MAX_LENGTH)
+    for kwargs, keyword in [({"max_length": MAX_COUNTED_MAX_LENGTH + 1}, "maxLength"),
+                            ({"min_length": MAX_COUNTED_LENGTH + 1}, "minLength")]:
+        with pytest.raises(NotExpressible) as info:
+            json_string_ir(**kwargs)
+        assert info.value.keyword == keyword
     with pytest.raises(ValueError):
         json_string_ir(min_length=-1)
 

@@ -279,6 +279,11 @@ SHORT_SIZE = 1024
 #: each position's mask is a walk of its own; called, the runtime prices the chain by count
 #: (:mod:`gramc.runtime.pda_counted`), and compiles faster.
 MAX_INLINE_REPEAT_BYTES = 24
+#: A long counted repetition of more than this many iterations becomes a rule of its own,
+#: whose DFA is its chain of positions, built directly (see :func:`gramc.compiler.pda.
+#: build_pda`): inside its rule, the chain would be determinised and minimised with the
+#: rest, seconds for a ``maxLength`` of 30,000.
+MIN_CHAIN_RULE = 1024
 
 
 def outline_shared(g: Grammar, min_size: int = 64, keep_short: bool = True) -> Grammar:
@@ -314,7 +319,8 @@ def _plan_outlining(g: Grammar, min_size: int, keep_short: bool) -> _Outlining:
     met = [*uses, *g.rules.values()]
     long_counted = dict.fromkeys(e for e in met if isinstance(e, Repeat) and measure.long_counted(e))
     called = dict.fromkeys(e.item for e in long_counted)  # inline everywhere else
-    names = {e: f"_shared{k}" for k, e in enumerate([*shared, *called])}
+    chains = [e for e in long_counted if e.max is not None and e.max > MIN_CHAIN_RULE and e not in shared]
+    names = {e: f"_shared{k}" for k, e in enumerate(dict.fromkeys([*shared, *called, *chains]))}
     return _Outlining(names, frozenset(called), frozenset(long_counted), g.lexemes)
 
 

@@ -13,7 +13,7 @@ import numpy as np
 from gramc.automata.pda_table import PDATable
 from gramc.automata.tables import DEAD
 from gramc.compiler.dfa import byte_classes, determinize_used, merge_byte_columns
-from gramc.compiler.ir import Expr, Grammar, Ref, walk
+from gramc.compiler.ir import Expr, Grammar, Ref, Repeat, walk
 from gramc.compiler.nfa import build_nfa
 from gramc.compiler.passes import rewrite
 from gramc.limits import DEFAULT_LIMITS, Deadline, Limits
@@ -105,20 +105,52 @@ def build_pda(grammar: Grammar, limits: Limits = DEFAULT_LIMITS, collapse: bool 
     g = collapse_recursion(grammar) if collapse else grammar
     names = [g.start] + [n for n in g.rules if n != g.start]
     calls = {n: i for i, n in enumerate(names)}
-    nfas = [build_nfa(Grammar(g.rules, n), limits, calls) for n in names]
-    classes = byte_classes({m for nfa in nfas for m in nfa.cls} - {0})
-    token_ids = sorted({t for nfa in nfas for t in nfa.tok if t >= 0})
+    nfas = {n: build_nfa(Grammar(g.rules, n), limits, calls) for n in names if _chain(g.rules[n]) is None}
+    classes = byte_classes({m for nfa in nfas.values() for m in nfa.cls} - {0})
+    token_ids = sorted({t for nfa in nfas.values() for t in nfa.tok if t >= 0})
+    first_call = int(classes.max()) + 1 + len(token_ids)
     parts = []
     held = 0  # the rule DFAs built so far stay alive (on their used columns) until stacked
-    for name, nfa in zip(names, nfas):
-        parts.append(determinize_used(nfa, classes, token_ids, len(names), limits, deadline, held,
-                                      what=f"the DFA of rule {name!r}"))
+    for name in names:
+        nfa = nfas.pop(name, None)
+        chain = _chain(g.rules[name])
+        if chain is not None:
+            item, lo, hi = chain
+            parts.append(_chain_dfa(item, lo, hi, first_call, calls))
+        else:
+            assert nfa is not None  # built above for every rule but the chains
+            parts.append(determinize_used(nfa, classes, token_ids, len(names), limits, deadline, held,
+                                          what=f"the DFA of rule {name!r}"))
         held += parts[-1][0].nbytes
     del nfas
     n_cols = int(classes.max()) + 1 + len(token_ids) + len(names)
     n_nodes = 1 + sum(len(accept) - 1 for _, accept, _, _ in parts)
     limits.check_memory(4 * n_nodes * n_cols + held, f"the PDA node table of {n_nodes:,} nodes x {n_cols} columns")
     return _stack(parts, n_cols, classes, token_ids, tuple(names))
+
+
+def _chain(body: Expr) -> tuple[str, int, int] | None:
+    """``(item rule, min, max)`` where a rule's body is a bounded repetition of one call (a
+    long ``maxLength`` chain: :data:`gramc.compiler.passes.MIN_CHAIN_RULE`), else None."""
+    if isinstance(body, Repeat) and isinstance(body.item, Ref) and body.max is not None:
+        return body.item.name, body.min, body.max
+    return None
+
+
+def _chain_dfa(item: str, lo: int, hi: int, first_call: int,
+               calls: dict[str, int]) -> tuple[np.ndarray, np.ndarray, int, np.ndarray]:
+    """The canonical minimal DFA of ``item{lo,hi}`` as :func:`determinize_used` gives it:
+    positions ``1 .. hi + 1`` (iterations done plus one), each calling ``item`` and going
+    on to the next, accepting from ``lo`` done. Every position is a different count, so
+    the chain is minimal. Built in time linear in ``hi``, it is not bounded by
+    ``max_dfa_states`` (a subset construction's guard): ``hi`` is bounded by ``max_repeat``
+    where the repetition was written, and the chain's nodes by the node table's
+    ``max_memory`` check."""
+    delta = np.zeros((hi + 2, 1), dtype=np.int32)
+    delta[1 : hi + 1, 0] = np.arange(2, hi + 2, dtype=np.int32)
+    accept = np.zeros(hi + 2, dtype=bool)
+    accept[1 + lo :] = True
+    return delta, accept, 1, np.array([first_call + calls[item]], dtype=np.int64)
 
 
 def _stack(parts, n_cols: int, classes: np.ndarray, token_ids: list[int], names: tuple[str, ...]) -> PDATable:

@@ -127,9 +127,10 @@ def _pattern(pattern: str, at, report: Report, limits: Limits) -> Expr | None:
 
 
 def _lengths(min_length: int | None, max_length: int | None, at, report: Report, limits: Limits) -> Expr | None:
-    """The strings within both length limits; when one limit cannot be built (above
-    :data:`~gramc.schemas.strings.MAX_COUNTED_LENGTH`), it is reported and the other one is
-    still enforced (a ``maxLength`` of 32767 must not drop a ``minLength`` of 50)."""
+    """The strings within both length limits; when one limit cannot be built (a
+    ``maxLength`` above :data:`~gramc.schemas.strings.MAX_COUNTED_MAX_LENGTH`), it is
+    reported and the other one is still enforced (a ``maxLength`` of 2**31 - 1 must not drop
+    a ``minLength`` of 50)."""
     from gramc.schemas.strings import json_string_ir
 
     try:

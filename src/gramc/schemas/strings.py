@@ -58,8 +58,13 @@ from gramc.schemas.jsontext import string_literal_ir
 from gramc.schemas.lookahead import Branch, lookahead_language, split_lookaheads
 from gramc.schemas.numbers import expanded_size
 
-#: Largest minLength / maxLength lowered as a counted repetition (the DFA grows with it).
+#: Largest minLength lowered without a maxLength (``x{m,}`` is unrolled: its automaton
+#: grows with ``m``).
 MAX_COUNTED_LENGTH = 10_000
+#: Largest maxLength (and minLength beside one) lowered: a bounded repetition is a counter in
+#: a regular schema, and in a recursive one a chain of one node per character, built directly
+#: and priced by count at run time (100,000 compiles in about 2 s and 300 MB with gpt2).
+MAX_COUNTED_MAX_LENGTH = 100_000
 #: Largest expanded size (see :func:`~gramc.schemas.numbers.expanded_size`) of a string leaf.
 MAX_STRING_SIZE = 400_000
 #: Most separate lengths one sequence may be split into when lengths meet a pattern.
@@ -377,7 +382,8 @@ def json_string_ir(
     Raises:
         NotExpressible: ``format`` is unknown or only approximate (keyword ``format``); the
             pattern uses something the regex frontend refuses, or does not parse
-            (``pattern``); a pattern and a format together (``format``); lengths above
+            (``pattern``); a pattern and a format together (``format``); a ``maxLength``
+            above :data:`MAX_COUNTED_MAX_LENGTH`, a ``minLength`` alone above
             :data:`MAX_COUNTED_LENGTH`, or lengths that cannot be combined with the
             pattern/format compactly (``minLength``, ``maxLength`` or ``minLength/maxLength``).
         ValueError: a length that is not a non-negative integer.
@@ -390,10 +396,10 @@ def json_string_ir(
         if value is not None:
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise ValueError(f"{name} must be a non-negative integer, got {value!r}")
-            if value > MAX_COUNTED_LENGTH:
-                raise NotExpressible(
-                    name, f"{value} is above the largest counted length {MAX_COUNTED_LENGTH}"
-                )
+            bound = MAX_COUNTED_LENGTH if max_length is None else MAX_COUNTED_MAX_LENGTH
+            if value > bound:
+                alone = " without a maxLength" if max_length is None else ""
+                raise NotExpressible(name, f"{value} is above the largest counted length{alone} {bound}")
             limits.check("max_repeat", value, name)
     lo, hi = min_length or 0, max_length
     letters = _Letters(limits)
