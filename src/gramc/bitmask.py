@@ -15,6 +15,8 @@ Reference semantics of applying a mask, as a loop::
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 import numpy as np
 
 #: Rows packed together when building bitmasks (bounds the temporary bool matrix).
@@ -109,10 +111,10 @@ def distinct_rows(indptr: np.ndarray, token_ids: np.ndarray, tags: np.ndarray) -
     n_rows = len(indptr) - 1
     lengths = np.diff(indptr).astype(np.int64)
     hashes = []
-    for seed in (0x9E3779B97F4A7C15, 0xC2B2AE3D27D4EB4F):
+    table = _id_hashes(int(token_ids.max()) + 1 if len(token_ids) else 0)
+    for k in range(2):
         with np.errstate(over="ignore"):
-            mixed = _mix64(token_ids.astype(np.uint64) + np.uint64(seed))
-            sums = np.concatenate([np.zeros(1, np.uint64), np.cumsum(mixed, dtype=np.uint64)])
+            sums = np.concatenate([np.zeros(1, np.uint64), np.cumsum(table[k][token_ids], dtype=np.uint64)])
             hashes.append(sums[indptr[1:]] - sums[indptr[:-1]])
     order = np.lexsort((hashes[1], hashes[0], tags, lengths))
     keys = (lengths[order], tags[order], hashes[0][order], hashes[1][order])
@@ -131,11 +133,28 @@ def distinct_rows(indptr: np.ndarray, token_ids: np.ndarray, tags: np.ndarray) -
     inverse = np.empty_like(renumber)
     inverse[renumber] = np.arange(len(renumber))
     row_of = inverse[row_of]
-    owner = np.repeat(np.arange(n_rows), lengths)
-    other = indptr[reps[row_of]][owner] + (np.arange(len(token_ids)) - indptr[:-1][owner])
-    if not np.array_equal(token_ids, token_ids[other]):
-        return np.arange(n_rows, dtype=np.int64), np.arange(n_rows, dtype=np.int64)
+    # Each row grouped with another is compared with that group's first row (a memcmp each:
+    # rows are few, their ids many).
+    starts = indptr.tolist()
+    rep_of = reps[row_of]
+    for i in np.flatnonzero(rep_of != np.arange(n_rows)).tolist():
+        r = int(rep_of[i])
+        if not np.array_equal(token_ids[starts[i] : starts[i + 1]], token_ids[starts[r] : starts[r + 1]]):
+            return np.arange(n_rows, dtype=np.int64), np.arange(n_rows, dtype=np.int64)
     return row_of, reps
+
+
+@lru_cache(maxsize=4)
+def _id_hashes(n: int) -> np.ndarray:
+    """Two 64-bit hashes of each id below ``n`` (uint64 ``[2, n']``, ``n'`` rounded up to a
+    power of two so one table serves a vocabulary's artifacts): a row's hash is then a gather
+    and a sum, not a mix per entry (a DFA artifact's rows hold millions of ids). Read-only."""
+    size = 1 << max(n - 1, 1).bit_length()
+    ids = np.arange(size, dtype=np.uint64)
+    with np.errstate(over="ignore"):
+        out = np.stack([_mix64(ids + np.uint64(seed)) for seed in (0x9E3779B97F4A7C15, 0xC2B2AE3D27D4EB4F)])
+    out.flags.writeable = False
+    return out
 
 
 def _mix64(x: np.ndarray) -> np.ndarray:
