@@ -28,6 +28,7 @@ correctly ordered surrogate pair (a lone surrogate is not a code point).
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import replace
 from functools import lru_cache
 
 from gramc.automata.tables import DEAD
@@ -48,7 +49,7 @@ from gramc.compiler.ir import (
     seq,
     substitute,
 )
-from gramc.compiler.regular import dfa_of, difference_machine, intersection
+from gramc.compiler.regular import dfa_of, difference_machine, intersection, intersection_machine
 from gramc.compiler.unicode import ALL_CODEPOINTS, CodepointSet
 from gramc.errors import GramcError, GrammarSyntaxError, LimitExceededError
 from gramc.limits import DEFAULT_LIMITS, Limits
@@ -218,6 +219,29 @@ class _Letters:
     def to_json(self, expr: Expr) -> Expr:
         """Replace every letter by its JSON spellings."""
         return substitute(expr, lambda n: json_codepoint_set_to_ir(self.sets[n.id]) if isinstance(n, Token) else None)
+
+
+#: A length-restricted pattern whose expression passes this size (the structural rewrite
+#: spreads the lengths over every split of the pattern's parts: ``[0-9a-f]+`` searched in 12
+#: characters is 45,530) is built as one minimal automaton instead where that is small:
+#: :func:`_length_machine`.
+MACHINE_FIRST_SIZE = 4_096
+#: Most states of a :func:`_length_machine`, and the longest length it is tried for (its
+#: operand "lo..hi characters" has about 20 states per character).
+MAX_MACHINE_STATES = 20_000
+MAX_MACHINE_LENGTH = 1_000
+
+
+def _length_machine(body: Expr, lo: int, hi: int | None, limits: Limits) -> Expr | None:
+    """The JSON string bodies of ``body`` with ``lo`` to ``hi`` code points, as the minimal
+    DFA of the intersection (one :class:`~gramc.compiler.ir.Machine` leaf), or None where
+    the lengths are too long to try or the DFA passes :data:`MAX_MACHINE_STATES`."""
+    if max(lo, hi or 0) > MAX_MACHINE_LENGTH:
+        return None
+    try:
+        return intersection_machine(body, repeat(JSON_CHAR, lo, hi), replace(limits, max_dfa_states=MAX_MACHINE_STATES))
+    except LimitExceededError:
+        return None
 
 
 #: Most states (letter-DFA states times counts) of a :func:`_length_product`.
@@ -435,16 +459,23 @@ def json_string_ir(
     else:
         if lo or hi is not None:
             try:
-                lang = _LengthRestrictor().restrict(lang, lo, hi)
+                restricted: Expr | None = _LengthRestrictor().restrict(lang, lo, hi)
             except _TooHard:
+                restricted = None
+            if restricted is None or expanded_size(letters.to_json(restricted)) > MACHINE_FIRST_SIZE:
+                automaton = _length_machine(letters.to_json(lang), lo, hi, limits)
+                if automaton is not None:
+                    return seq(QUOTE, automaton, QUOTE)
+            if restricted is None:
                 what = "format" if pattern is None else "pattern"
                 product = None if hi is None else _length_product(lang, letters, lo, hi)
                 if product is None:
                     raise NotExpressible(
                         _length_keyword(min_length, max_length),
                         f"the length limits cannot be combined compactly with the {what}",
-                    ) from None
+                    )
                 return seq(QUOTE, letters.to_json(product), QUOTE)  # shared nodes: not a tree to measure
+            lang = restricted
         body = letters.to_json(lang)
     size = 0 if lang is None else expanded_size(body)  # plain lengths: one counted repeat
     if size > MAX_STRING_SIZE:
