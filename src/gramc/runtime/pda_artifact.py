@@ -16,7 +16,8 @@ import numpy as np
 from gramc.automata.pda_bind import DEFAULT_DEPTH, NodeTokens, bind_nodes, expand, reading_order
 from gramc.automata.pda_table import PDATable
 from gramc.automata.trie import trie_for
-from gramc.bitmask import sparse_rows
+from gramc.bitmask import SparseRows, n_words, sparse_rows
+from gramc.errors import LimitExceededError
 from gramc.limits import DEFAULT_LIMITS, DEFAULT_RUNTIME_LIMITS, Deadline, Limits, RuntimeLimits
 from gramc.runtime.artifact import FINGERPRINT_ARTIFACT_VERSION, Artifact, VocabInfo
 from gramc.runtime.pda_finish import Edges, finish_ranks
@@ -138,19 +139,30 @@ def eager_rows(pda: PDATable, trie, depth: int, limits: Limits = DEFAULT_LIMITS,
     chains = CountedItems(pda, trie.max_len).chain_nodes()
     if len(chains):
         order = order[~np.isin(order, chains)]
-    if len(order) == pda.n_nodes - 1 <= MAX_STORED_NODES:
-        return bind_nodes(pda, trie, np.arange(1, pda.n_nodes), depth,
-                          expand(pda, depth, deadline=deadline, reach=trie.max_len),
-                          limits, deadline)
-    nodes = np.sort(order[:MAX_STORED_NODES])
-    x = expand(pda, depth, deadline=deadline, nodes=nodes, reach=trie.max_len)
-    bound = bind_nodes(pda, trie, nodes, depth, x, limits, deadline)
+    whole = len(order) == pda.n_nodes - 1 <= MAX_STORED_NODES
+    nodes = np.arange(1, pda.n_nodes) if whole else np.sort(order[:MAX_STORED_NODES])
+    try:
+        x = expand(pda, depth, deadline=deadline, nodes=None if whole else nodes, reach=trie.max_len)
+    except LimitExceededError as err:
+        if err.limit != "max_expanded_states":
+            raise
+        # Regions too large together even at the node's own rule: store no rows (the runtime
+        # binds each node on first use, down to no row at all, with the same masks).
+        whole, nodes, x = False, nodes[:0], None
+    if whole:
+        return bind_nodes(pda, trie, nodes, depth, x, limits, deadline)
     row_of = np.full(pda.n_nodes - 1, -1, dtype=np.int32)
-    row_of[nodes - 1] = np.arange(len(nodes))
     counts = np.zeros(pda.n_nodes - 1, dtype=np.int64)
-    counts[nodes - 1] = np.diff(bound.unc_indptr)
-    return NodeTokens(accepted=bound.accepted, unc_indptr=np.concatenate([[0], np.cumsum(counts)]),
-                      unc_ids=bound.unc_ids, row_of=row_of)
+    accepted: np.ndarray | SparseRows
+    if x is None:
+        accepted, unc_ids = np.zeros((0, n_words(trie.vocab_size)), dtype=np.uint32), np.zeros(0, dtype=np.int32)
+    else:
+        bound = bind_nodes(pda, trie, nodes, depth, x, limits, deadline)
+        row_of[nodes - 1] = np.arange(len(nodes))
+        counts[nodes - 1] = np.diff(bound.unc_indptr)
+        accepted, unc_ids = bound.accepted, bound.unc_ids
+    return NodeTokens(accepted=accepted, unc_indptr=np.concatenate([[0], np.cumsum(counts)]),
+                      unc_ids=unc_ids, row_of=row_of)
 
 
 def pda_from_parts(pda: PDATable, source: dict, depth: int, info: VocabInfo | None,
