@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from decimal import Decimal, localcontext
 from fractions import Fraction
+from functools import lru_cache
 from math import gcd
 from typing import Callable
 
@@ -159,18 +160,29 @@ def _format_lang(fmt: str, where: str, report: Report, strict: bool) -> Expr | N
 def _intersect(langs: list[Expr], keyword: str, where: str, report: Report) -> Expr | None:
     """The intersection of the languages; when an automaton would be too large, the later
     language is dropped and ``keyword`` reported."""
-    from gramc.errors import LimitExceededError
-    from gramc.compiler.regular import intersection
-
     if not langs:
         return None
     out = langs[0]
     for other in langs[1:]:
-        try:
-            out = intersection(out, other)
-        except LimitExceededError as err:
-            report(keyword, where, f"the string constraints together need too large an automaton ({err})")
+        both = _intersection(out, other)
+        if isinstance(both, str):
+            report(keyword, where, f"the string constraints together need too large an automaton ({both})")
+        else:
+            out = both
     return out
+
+
+@lru_cache(maxsize=32)
+def _intersection(a: Expr, b: Expr) -> Expr | str:
+    """``a`` and ``b`` intersected, or why not (the limit's message), memoised: a schema
+    repeats its string leaves, and a word-count pattern with a maxLength of 300 takes
+    seconds to intersect, or to fail."""
+    from gramc.compiler.regular import intersection
+
+    try:
+        return intersection(a, b)
+    except LimitExceededError as err:
+        return str(err)
 
 
 def number_ir(integer: bool, bounds: dict, multiple_of: int | float | Decimal | None,

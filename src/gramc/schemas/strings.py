@@ -232,10 +232,12 @@ MAX_MACHINE_STATES = 20_000
 MAX_MACHINE_LENGTH = 1_000
 
 
+@lru_cache(maxsize=64)
 def _length_machine(body: Expr, lo: int, hi: int | None, limits: Limits) -> Expr | None:
     """The JSON string bodies of ``body`` with ``lo`` to ``hi`` code points, as the minimal
     DFA of the intersection (one :class:`~gramc.compiler.ir.Machine` leaf), or None where
-    the lengths are too long to try or the DFA passes :data:`MAX_MACHINE_STATES`."""
+    the lengths are too long to try or the DFA passes :data:`MAX_MACHINE_STATES` (memoised:
+    a schema repeats its string leaves, and a product that fails costs up to 0.2 s)."""
     if max(lo, hi or 0) > MAX_MACHINE_LENGTH:
         return None
     try:
