@@ -128,7 +128,7 @@ class LazyExpansion:
     """The expanded automaton grown one node region at a time, for lazy binding.
 
     A global :func:`expand` costs seconds on a large schema when its artifact is loaded, and
-    past its budget even at depth 0 it is a compile error. Grown per node, only the regions
+    past its budget for every node together it gives nothing. Grown per node, only the regions
     of the nodes a parse reaches are built, each at full depth where it fits; a region too
     large on its own is built one call level down (node rows computed at different depths
     are all exact: depth only moves tokens between accepted and uncertain), down to
