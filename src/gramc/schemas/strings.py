@@ -31,7 +31,6 @@ from collections.abc import Iterable
 from dataclasses import replace
 from functools import lru_cache
 
-from gramc.automata.tables import DEAD
 from gramc.compiler.frontends.regex import parse_regex, parse_regex_search
 from gramc.compiler.ir import (
     EMPTY,
@@ -267,7 +266,7 @@ def _length_product(lang: Expr, letters: _Letters, lo: int, hi: int) -> Expr | N
         by_target: dict[int, CodepointSet] = {}
         for col, letter in enumerate(dfa.token_ids.tolist()):
             t = int(dfa.delta[s, nbc + col])
-            if t != DEAD:
+            if t:  # 0 is the dead state
                 cps = letters.sets[-letter]
                 by_target[t] = by_target[t] | cps if t in by_target else cps
         moves.append([(t, letters.letter(cps)) for t, cps in sorted(by_target.items())])
@@ -280,7 +279,7 @@ def _length_product(lang: Expr, letters: _Letters, lo: int, hi: int) -> Expr | N
                 parts += [seq(letter, after[t]) for t, letter in moves[s] if after[t] is not NOTHING]
             here[s] = alt(*parts) if parts else NOTHING
         after = here
-    return after[dfa.start] if dfa.start != DEAD else NOTHING
+    return after[dfa.start] if dfa.start else NOTHING
 
 
 class _TooHard(Exception):
