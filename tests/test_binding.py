@@ -443,6 +443,20 @@ def test_distinct_rows_never_merges_unequal_rows_whose_hashes_collide():
     assert len(set(row_of.tolist())) == 3 or (row_of[0] == row_of[2] and row_of[1] != row_of[0])
 
 
+def test_distinct_rows_with_ids_past_the_hash_table_mix_them_instead():
+    """A hostile artifact's ids far above any vocabulary's are not a table of their size
+    (gigabytes): they are mixed one by one, and grouped as exactly."""
+    from gramc.bitmask import MAX_HASHED_IDS, _id_hashes, distinct_rows
+
+    big = 2**31 - 2
+    indptr = np.array([0, 2, 4, 5], dtype=np.int64)
+    flat = np.array([7, big, 7, big, MAX_HASHED_IDS], dtype=np.int32)
+    before = _id_hashes.cache_info().currsize
+    row_of, reps = distinct_rows(indptr, flat, np.zeros(3, np.int64))
+    assert row_of.tolist() == [0, 0, 1] and reps.tolist() == [0, 2]
+    assert _id_hashes.cache_info().currsize == before
+
+
 def test_commits_search_a_row_until_a_dense_one_pays_then_index_it():
     """A state's commits search its sorted row until they have cost about what a dense
     next-state row does (runtime.token_table.dense_after), then index one; both give the

@@ -111,10 +111,12 @@ def distinct_rows(indptr: np.ndarray, token_ids: np.ndarray, tags: np.ndarray) -
     n_rows = len(indptr) - 1
     lengths = np.diff(indptr).astype(np.int64)
     hashes = []
-    table = _id_hashes(int(token_ids.max()) + 1 if len(token_ids) else 0)
-    for k in range(2):
+    n_ids = int(token_ids.max()) + 1 if len(token_ids) else 0
+    table = _id_hashes(n_ids) if n_ids <= MAX_HASHED_IDS else None  # a hostile file's ids: mixed
+    for k, seed in enumerate(_SEEDS):
         with np.errstate(over="ignore"):
-            sums = np.concatenate([np.zeros(1, np.uint64), np.cumsum(table[k][token_ids], dtype=np.uint64)])
+            mixed = table[k][token_ids] if table is not None else _mix64(token_ids.astype(np.uint64) + np.uint64(seed))
+            sums = np.concatenate([np.zeros(1, np.uint64), np.cumsum(mixed, dtype=np.uint64)])
             hashes.append(sums[indptr[1:]] - sums[indptr[:-1]])
     order = np.lexsort((hashes[1], hashes[0], tags, lengths))
     keys = (lengths[order], tags[order], hashes[0][order], hashes[1][order])
@@ -144,15 +146,23 @@ def distinct_rows(indptr: np.ndarray, token_ids: np.ndarray, tags: np.ndarray) -
     return row_of, reps
 
 
+#: The two hash seeds of :func:`distinct_rows`.
+_SEEDS = (0x9E3779B97F4A7C15, 0xC2B2AE3D27D4EB4F)
+#: Ids below this are hashed by a table (:func:`_id_hashes`: 8 MiB at most, four kept);
+#: larger ones, which no real vocabulary has, are mixed one by one.
+MAX_HASHED_IDS = 1 << 19
+
+
 @lru_cache(maxsize=4)
 def _id_hashes(n: int) -> np.ndarray:
-    """Two 64-bit hashes of each id below ``n`` (uint64 ``[2, n']``, ``n'`` rounded up to a
-    power of two so one table serves a vocabulary's artifacts): a row's hash is then a gather
-    and a sum, not a mix per entry (a DFA artifact's rows hold millions of ids). Read-only."""
+    """The two 64-bit hashes of each id below ``n`` (uint64 ``[2, n']``, ``n'`` rounded up
+    to a power of two so one table serves a vocabulary's artifacts): a row's hash is then a
+    gather and a sum, not a mix per entry (a DFA artifact's rows hold millions of ids).
+    Read-only."""
     size = 1 << max(n - 1, 1).bit_length()
     ids = np.arange(size, dtype=np.uint64)
     with np.errstate(over="ignore"):
-        out = np.stack([_mix64(ids + np.uint64(seed)) for seed in (0x9E3779B97F4A7C15, 0xC2B2AE3D27D4EB4F)])
+        out = np.stack([_mix64(ids + np.uint64(seed)) for seed in _SEEDS])
     out.flags.writeable = False
     return out
 
