@@ -15,9 +15,9 @@ import numpy as np
 from gramc.automata.counted import MAX_COUNTED_STATES, CountedDFA, item_is_countable, unambiguous
 from gramc.automata.tables import DEAD, DFATable
 from gramc.compiler.dfa import build_dfa, byte_classes, determinize, merge_byte_columns
-from gramc.compiler.ir import (EMPTY, Expr, Grammar, Ref, Repeat, Seq, Token, TokenName, alt, postorder, repeat, seq,
-                              substitute)
+from gramc.compiler.ir import EMPTY, Expr, Grammar, Ref, Repeat, Seq, Token, TokenName, alt, postorder, repeat, seq
 from gramc.compiler.nfa import build_nfa, thompson_size
+from gramc.compiler.passes import rewrite
 from gramc.limits import DEFAULT_LIMITS, Deadline, Limits
 
 #: A repetition is counted when unrolling it would make more than this many DFA states
@@ -41,7 +41,7 @@ def build_counted_dfa(grammar: Grammar, limits: Limits = DEFAULT_LIMITS,
     calls = {name: k for k, name in enumerate(names)}
     calling: dict[Expr, Expr] = {rep: (Ref(name) if rep.min >= 1 else alt(EMPTY, Ref(name)))
                                  for (rep, _), name in zip(counted, names)}
-    replaced = substitute(body, calling.get)
+    replaced = rewrite(body, calling.get)
     outer_grammar = Grammar({**grammar.rules, grammar.start: replaced}, grammar.start)
     if thompson_size(outer_grammar, calls) > limits.max_nfa_states // _INLINE_NFA_FRACTION:
         return None

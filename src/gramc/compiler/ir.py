@@ -22,7 +22,7 @@ True
 from __future__ import annotations
 
 import weakref
-from collections.abc import Callable, Collection, Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from functools import lru_cache
 from typing import Any, ClassVar, TypeGuard, TypeVar, cast
 
@@ -496,24 +496,6 @@ def postorder(expr: Expr) -> list[Expr]:
             stack.append((node, True))
             stack.extend((c, False) for c in reversed(node.children()))
     return out
-
-
-def substitute(expr: Expr, by: Callable[[Expr], Expr | None]) -> Expr:
-    """``expr`` rebuilt bottom-up (no recursion), each node for which ``by`` gives an
-    expression replaced by it; equal sub-trees are rebuilt once."""
-    new: dict[Expr, Expr] = {}
-    for node in postorder(expr):
-        out = by(node)
-        if out is None:
-            kids = node.children()
-            if not any(new[c] is not c for c in kids):
-                out = node
-            elif isinstance(node, Repeat):
-                out = repeat(new[node.item], node.min, node.max)
-            else:
-                out = (seq if isinstance(node, Seq) else alt)(*(new[c] for c in kids))
-        new[node] = out
-    return new[expr]
 
 
 # ---------------------------------------------------------------- printer

@@ -46,8 +46,8 @@ from gramc.compiler.ir import (
     postorder,
     repeat,
     seq,
-    substitute,
 )
+from gramc.compiler.passes import rewrite
 from gramc.compiler.regular import dfa_of, difference_machine, intersection, intersection_machine
 from gramc.compiler.unicode import ALL_CODEPOINTS, CodepointSet
 from gramc.errors import GramcError, GrammarSyntaxError, LimitExceededError
@@ -217,7 +217,7 @@ class _Letters:
 
     def to_json(self, expr: Expr) -> Expr:
         """Replace every letter by its JSON spellings."""
-        return substitute(expr, lambda n: json_codepoint_set_to_ir(self.sets[n.id]) if isinstance(n, Token) else None)
+        return rewrite(expr, lambda n: json_codepoint_set_to_ir(self.sets[n.id]) if isinstance(n, Token) else None)
 
 
 #: A length-restricted pattern whose expression passes this size (the structural rewrite
@@ -257,7 +257,7 @@ def _length_product(lang: Expr, letters: _Letters, lo: int, hi: int) -> Expr | N
     (a DAG the compiler turns into called rules), so the size grows with the DFA's states
     times ``hi``, not with the number of paths. None when that product would pass
     :data:`MAX_LENGTH_PRODUCT`."""
-    dfa = dfa_of(substitute(lang, lambda n: Token(-n.id) if isinstance(n, Token) else None))
+    dfa = dfa_of(rewrite(lang, lambda n: Token(-n.id) if isinstance(n, Token) else None))
     if (dfa.n_states - 1) * (hi + 1) > MAX_LENGTH_PRODUCT:
         return None
     nbc = dfa.n_byte_classes
@@ -457,27 +457,27 @@ def json_string_ir(
             )
     if lang is None:
         body = repeat(JSON_CHAR, lo, hi) if hi is None or lo <= hi else NOTHING
-    else:
-        if lo or hi is not None:
-            try:
-                restricted: Expr | None = _LengthRestrictor().restrict(lang, lo, hi)
-            except _TooHard:
-                restricted = None
-            if restricted is None or expanded_size(letters.to_json(restricted)) > MACHINE_FIRST_SIZE:
-                automaton = _length_machine(letters.to_json(lang), lo, hi, limits)
-                if automaton is not None:
-                    return seq(QUOTE, automaton, QUOTE)
-            if restricted is None:
-                what = "format" if pattern is None else "pattern"
-                product = None if hi is None else _length_product(lang, letters, lo, hi)
-                if product is None:
-                    raise NotExpressible(
-                        _length_keyword(min_length, max_length),
-                        f"the length limits cannot be combined compactly with the {what}",
-                    )
-                return seq(QUOTE, letters.to_json(product), QUOTE)  # shared nodes: not a tree to measure
-            lang = restricted
+    elif not lo and hi is None:
         body = letters.to_json(lang)
+    else:
+        try:
+            restricted: Expr | None = letters.to_json(_LengthRestrictor().restrict(lang, lo, hi))
+        except _TooHard:
+            restricted = None
+        if restricted is None or expanded_size(restricted) > MACHINE_FIRST_SIZE:
+            automaton = _length_machine(letters.to_json(lang), lo, hi, limits)
+            if automaton is not None:
+                return seq(QUOTE, automaton, QUOTE)
+        if restricted is None:
+            what = "format" if pattern is None else "pattern"
+            product = None if hi is None else _length_product(lang, letters, lo, hi)
+            if product is None:
+                raise NotExpressible(
+                    _length_keyword(min_length, max_length),
+                    f"the length limits cannot be combined compactly with the {what}",
+                )
+            return seq(QUOTE, letters.to_json(product), QUOTE)  # shared nodes: not a tree to measure
+        body = restricted
     size = 0 if lang is None else expanded_size(body)  # plain lengths: one counted repeat
     if size > MAX_STRING_SIZE:
         if lo or hi is not None:
@@ -519,7 +519,7 @@ def relaxed_pattern_ir(pattern: str, limits: Limits = DEFAULT_LIMITS) -> tuple[E
         costliest = counted[costs.index(max(costs))]
         loose = repeat(costliest.item, min(costliest.min, 1), None)
         swap: dict[Expr, Expr] = {costliest: loose}
-        lang = substitute(lang, swap.get)
+        lang = rewrite(lang, swap.get)
         relaxed.append(f"{{{costliest.min},{costliest.max}}} as {{{min(costliest.min, 1)},}}")
 
 
