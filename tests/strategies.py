@@ -1,6 +1,9 @@
-"""Hypothesis strategies shared by the tests: random IR expressions, small vocabularies."""
+"""Random test inputs shared by the tests: hypothesis strategies for IR expressions and small
+vocabularies, and strings near given ones."""
 
 from __future__ import annotations
+
+import random
 
 from hypothesis import strategies as st
 
@@ -44,3 +47,26 @@ def small_vocabs() -> st.SearchStrategy[list[bytes]]:
     return st.lists(st.binary(min_size=2, max_size=4).map(
         lambda b: bytes(ALPHABET[x % len(ALPHABET)] for x in b)), max_size=12, unique=True
     ).map(lambda extra: singles + [t for t in extra if t not in singles])
+
+
+def mutants(strings: list[str], rng: random.Random, n: int) -> list[str]:
+    """``n`` strings near ``strings``: a truncation, an inserted, deleted or replaced
+    character (from the strings' own alphabet), or a prefix of one joined to a suffix of another."""
+    alphabet = sorted({c for s in strings for c in s}) or ["a"]
+    out = []
+    for _ in range(n):
+        s = list(rng.choice(strings))
+        kind = rng.randrange(5)
+        if kind == 0 and s:
+            del s[rng.randrange(len(s))]
+        elif kind == 1:
+            s.insert(rng.randrange(len(s) + 1), rng.choice(alphabet))
+        elif kind == 2 and s:
+            s[rng.randrange(len(s))] = rng.choice(alphabet)
+        elif kind == 3:
+            s = s[:rng.randrange(len(s) + 1)]
+        else:
+            t = rng.choice(strings)
+            s = s[:rng.randrange(len(s) + 1)] + list(t[rng.randrange(len(t) + 1):])
+        out.append("".join(s))
+    return out

@@ -396,7 +396,7 @@ ERRORS = [
     (st({"type": "regex", "pattern": "a("}), GrammarSyntaxError, "format.pattern"),
     (st({"type": "json_schema", "json_schema": {"type": "nope"}}), SchemaError, "format.json_schema"),
     (st({"type": "dispatch", "rules": []}), UnsupportedFeatureError, "'dispatch'"),
-    (st({"type": "json_schema", "json_schema": {}, "style": "qwen_xml"}), UnsupportedFeatureError, "qwen_xml"),
+    (st({"type": "json_schema", "json_schema": {}, "style": "gemma"}), UnsupportedFeatureError, "gemma"),
     (st({"type": "any_text", "max_tokens": 5}), UnsupportedFeatureError, "max_tokens"),
     ({"type": "structural_tag", "triggers": ["<f"], "structures": [{"begin": "<g", "schema": {}, "end": "e"}]},
      GrammarSyntaxError, "structures[0].begin"),

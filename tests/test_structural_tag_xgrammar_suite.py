@@ -17,6 +17,7 @@ import pytest
 import gramc
 from gramc.errors import GrammarSyntaxError, UnsupportedFeatureError
 from gramc.runtime.check import check_artifact
+from strategies import mutants
 
 xgr = pytest.importorskip("xgrammar")
 from xgrammar.testing import _is_grammar_accept_string  # noqa: E402
@@ -26,29 +27,6 @@ SUITE = [json.loads(line) for line in DATA.read_text(encoding="utf-8").splitline
 #: GrammarSyntaxError refusals that are documented differences, not unknown faults.
 DOCUMENTED = ("free text inside a tag needs a non-empty string end",)
 MUTANTS = 30
-
-
-def mutants(strings: list[str], rng: random.Random, n: int) -> list[str]:
-    """``n`` strings near the suite's: a truncation, an inserted, deleted or replaced
-    character (from the strings' own alphabet), or a prefix of one joined to a suffix of another."""
-    alphabet = sorted({c for s in strings for c in s}) or ["a"]
-    out = []
-    for _ in range(n):
-        s = list(rng.choice(strings))
-        kind = rng.randrange(5)
-        if kind == 0 and s:
-            del s[rng.randrange(len(s))]
-        elif kind == 1:
-            s.insert(rng.randrange(len(s) + 1), rng.choice(alphabet))
-        elif kind == 2 and s:
-            s[rng.randrange(len(s))] = rng.choice(alphabet)
-        elif kind == 3:
-            s = s[:rng.randrange(len(s) + 1)]
-        else:
-            t = rng.choice(strings)
-            s = s[:rng.randrange(len(s) + 1)] + list(t[rng.randrange(len(t) + 1):])
-        out.append("".join(s))
-    return out
 
 
 def test_the_suite_is_there():

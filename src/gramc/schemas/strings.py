@@ -488,6 +488,47 @@ def json_string_ir(
     return seq(QUOTE, body, QUOTE)
 
 
+def raw_string_ir(
+    min_length: int | None = None,
+    max_length: int | None = None,
+    pattern: str | None = None,
+    *,
+    limits: Limits = DEFAULT_LIMITS,
+) -> Expr:
+    """The texts themselves (UTF-8, no quotes, no escapes) of the strings that satisfy
+    ``minLength``/``maxLength`` (code points) and ``pattern`` (ECMA-262, unanchored): string
+    values as tool-call formats write them raw between XML tags.
+
+    Raises:
+        NotExpressible: the pattern does not parse or uses what the regex frontend refuses,
+            opens with a lookahead, or cannot be combined with the lengths compactly.
+        ValueError: a length that is not a non-negative integer.
+        LimitExceededError: a length or the pattern exceeds ``limits``.
+
+    >>> print(raw_string_ir(max_length=2, pattern="^[a-c]+$"))
+    [a-c]{1,2}
+    """
+    for name, value in (("minLength", min_length), ("maxLength", max_length)):
+        if value is not None:
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ValueError(f"{name} must be a non-negative integer, got {value!r}")
+            limits.check("max_repeat", value, name)
+    lo, hi = min_length or 0, max_length
+    if pattern is None:
+        return repeat(ALL_CODEPOINTS.to_ir(), lo, hi) if hi is None or lo <= hi else NOTHING
+    if split_lookaheads(pattern) is not None:
+        raise NotExpressible("pattern", "a lookahead in the pattern of a raw string value")
+    letters = _Letters(limits)
+    lang = letters.pattern(pattern, "pattern", search=True)
+    if lo or hi is not None:
+        try:
+            lang = _LengthRestrictor().restrict(lang, lo, hi)
+        except _TooHard:
+            raise NotExpressible(_length_keyword(min_length, max_length),
+                                 "the length limits cannot be combined compactly with the pattern") from None
+    return rewrite(lang, lambda n: letters.sets[n.id].to_ir() if isinstance(n, Token) else None)
+
+
 def relaxed_pattern_ir(pattern: str, limits: Limits = DEFAULT_LIMITS) -> tuple[Expr, list[str]]:
     """A smaller over-approximation of ``pattern``'s strings, for a pattern whose exact
     automaton is too large (:class:`~gramc.schemas.approx.TooLarge`): its bounded

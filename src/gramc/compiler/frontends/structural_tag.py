@@ -35,6 +35,8 @@ from typing import Any
 from gramc.compiler import stackless
 from gramc.compiler.frontends.free_text import avoiding, until_trigger
 from gramc.compiler.frontends.language_ops import rebuild
+from gramc.compiler.frontends.xml_arguments import STYLES as XML_STYLES
+from gramc.compiler.frontends.xml_arguments import xml_arguments
 from gramc.compiler.ir import Expr, Grammar, Ref, Token, TokenName, alt, literal, optional, repeat, seq
 from gramc.compiler.stackless import Call
 from gramc.errors import GrammarSyntaxError, SchemaError, UnsupportedFeatureError
@@ -51,8 +53,10 @@ _UNSUPPORTED = {
     "token_dispatch": "token-level dispatch is not implemented",
     "exclude_token": "token sets are not implemented",
     "any_tokens": "token sets are not implemented",
-    "qwen_xml_parameter": "XML parameter styles are not implemented",
 }
+
+#: XGrammar's argument styles gramc does not write (see docs/grammars/structural-tags.md).
+_UNIMPLEMENTED_STYLES = ("minimax_m3_xml", "cohere_xml", "deepseek_v4_1_xml", "gemma")
 
 
 class Composer:
@@ -104,6 +108,7 @@ class _Lowering(Composer):
             "any_text": self._any_text, "triggered_tags": self._triggered_tags,
             "tags_with_separator": self._tags_with_separator, "optional": self._optional,
             "plus": self._plus, "star": self._star, "repeat": self._repeat, "token": self._token,
+            "qwen_xml_parameter": self._qwen_xml_parameter,
         }
 
     # ------------------------------------------------------------ reading the document
@@ -215,9 +220,10 @@ class _Lowering(Composer):
         self.keys(fmt, path, {"type", "json_schema", "style", "any_order", "max_whitespace_cnt", "excludes"})
         schema = self.field(fmt, "json_schema", path, (dict, bool))
         style = self.field(fmt, "style", path, (str,), "json")
-        if style != "json":
-            raise self.unsupported(_at(path, "style"), f"json_schema style {style!r}",
-                                   "only the JSON style is implemented")
+        if style != "json" and style not in XML_STYLES:
+            reason = ("not implemented" if style in _UNIMPLEMENTED_STYLES
+                      else f"unknown (expected json, {', '.join(sorted(XML_STYLES))})")
+            raise self.unsupported(_at(path, "style"), f"json_schema style {style!r}", reason)
         if self.field(fmt, "any_order", path, (bool,), False):
             raise self.unsupported(_at(path, "any_order"), "json_schema any_order",
                                    "XGrammar's any_order (keys neither required nor unique) is not implemented")
@@ -226,7 +232,25 @@ class _Lowering(Composer):
         spaces = self.field(fmt, "max_whitespace_cnt", path, (int, type(None)), None)
         if spaces is not None and spaces < 0:
             raise self.error(_at(path, "max_whitespace_cnt"), "must be a non-negative integer")
+        if style != "json":
+            if spaces is not None:
+                raise self.unsupported(_at(path, "max_whitespace_cnt"), "max_whitespace_cnt with an XML style",
+                                       "not implemented")
+            return self.xml(schema, style, _at(path, "json_schema"))
         return self.embed(self.schema(schema, spaces, _at(path, "json_schema")), "json")
+        yield
+
+    def xml(self, schema: dict | bool, style: str, path: str) -> Expr:
+        """The parameters of ``schema`` in an XML argument style."""
+        return xml_arguments(
+            schema, style, where=f"{self.source_name}: {path}",
+            json_of=lambda sub: self.embed(self.schema(sub, None, path), "json"),
+            text_without=lambda close: avoiding([close], None, self.limits))
+
+    def _qwen_xml_parameter(self, fmt: dict, path: str, ends: tuple[bytes, ...] | None, depth: int) -> Call[Expr]:
+        """XGrammar's deprecated spelling of ``json_schema`` with ``style: "qwen_xml"``."""
+        self.keys(fmt, path, {"type", "json_schema"})
+        return self.xml(self.field(fmt, "json_schema", path, (dict, bool)), "qwen_xml", _at(path, "json_schema"))
         yield
 
     def schema(self, schema: dict | bool, max_whitespace: int | None, path: str) -> Grammar:
