@@ -227,10 +227,11 @@ def _subtree_end(lcp, skip, p, d):
 
 
 @numba.njit(cache=True, nogil=True)
-def run_tokens(trans, classes, offsets, lengths, ids, state, read, missing):
+def run_tokens(trans, byte_class, blob, offsets, lengths, ids, state, read, missing):
     """Advance token ``ids[i]`` through ``trans`` (indexed ``[state, class]``; negative: not
-    built yet) from ``state[i]`` after ``read[i]`` of its bytes (``classes[offsets[t] + k]`` is
-    the class of byte ``k`` of token ``t``), until it ends, dies or meets an unbuilt transition.
+    built yet) from ``state[i]`` after ``read[i]`` of its bytes (``blob[offsets[t] + k]`` is
+    byte ``k`` of token ``t``, ``byte_class`` its class), until it ends, dies or meets an
+    unbuilt transition.
 
     ``state`` and ``read`` are updated in place. The unbuilt transitions met are written to
     ``missing`` (rows of state, class), each once: they are set to -2 in ``trans``, so the
@@ -243,7 +244,7 @@ def run_tokens(trans, classes, offsets, lengths, ids, state, read, missing):
         o = offsets[t]
         n = lengths[t]
         while k < n and s != DEAD:
-            c = classes[o + k]
+            c = byte_class[blob[o + k]]
             nxt = trans[s, c]
             if nxt < 0:
                 n_missing = _request(trans, s, c, nxt, missing, n_missing)

@@ -13,7 +13,10 @@ non-empty set means "the input so far is a viable prefix".
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Protocol, Sequence
+
+import numpy as np
 
 from gramc.automata.pda_table import PDATable
 from gramc.automata.tables import DEAD
@@ -87,17 +90,31 @@ class ChartView:
         return ChartView(self.sets[: self.n], self.n)
 
 
+class _ListedRows(dict):
+    """The rows of a 2-d array by index, each listed on first use and kept."""
+
+    def __init__(self, rows: np.ndarray):
+        super().__init__()
+        self.rows = rows
+
+    def __missing__(self, i: int) -> list[int]:
+        row = self[i] = self.rows[i].tolist()
+        return row
+
+
 class EarleyParser:
     """Earley operations over one :class:`PDATable` (shared by all matchers of an artifact)."""
 
     def __init__(self, table: PDATable):
         self.table = table
-        self.byte_next: list[list[int]] = table.delta[:, : table.n_byte_classes].tolist()
-        # Special tokens' columns, as lists per node (not the whole table: call columns are
-        # not needed, and listing them is paid inside the first mask).
+        # Rows of the transition table as lists (the fastest to index from Python), each
+        # listed when a node is first met: listing every node's at load cost most of a large
+        # artifact's load time.
+        self.byte_next: Mapping[int, list[int]] = _ListedRows(table.delta[:, : table.n_byte_classes])
+        # Special tokens' columns (not the whole table: call columns are not needed).
         self.token_col = {int(t): i for i, t in enumerate(table.token_ids)}
         n_bytes = table.n_byte_classes
-        self.token_rows: list[list[int]] = table.delta[:, n_bytes : n_bytes + len(table.token_ids)].tolist()
+        self.token_rows: Mapping[int, list[int]] = _ListedRows(table.delta[:, n_bytes : n_bytes + len(table.token_ids)])
         self.cls: list[int] = table.byte_class.tolist()
         self.calls = table.calls()
         self.accept: list[bool] = table.accept.tolist()

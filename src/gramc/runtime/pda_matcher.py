@@ -40,6 +40,14 @@ class PDAMatcher(Matcher):
                 return True
         return super().commit_token(token_id)
 
+    def fill_bitmask(self, out: np.ndarray, budget: int | None = None) -> None:
+        # Fast path for the common call (as DFAMatcher's): an exact-width int32/uint32 row.
+        if budget is None and not self._ended and getattr(out, "shape", None) == self._shape \
+                and out.dtype.char in "iI":
+            out[...] = self._tokens.words(self._state).view(out.dtype)
+            return
+        super().fill_bitmask(out, budget)
+
     def _start(self) -> ChartView:
         return self._parser.initial()
 

@@ -65,7 +65,6 @@ class StackDFA:
         # Nodes that neither call nor return: a configuration of one closes to itself.
         self._inert = [not a and not c for a, c in zip(self._accept, self._calls)]
         self._vocab = vocab
-        self._layout: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None  # see _tokens()
         self._byte_class = table.byte_class.astype(np.int64)
         # Per node, the byte classes it reads (bit c), packed; made into ints on first use.
         # A new state's classes that none of its nodes reads are DEAD from the start, so the
@@ -136,7 +135,7 @@ class StackDFA:
         from gramc.automata.walk import run_tokens  # numba: imported on the first check
 
         self._reset_if_full()
-        classes, offsets, lengths = self._tokens()
+        blob, offsets, lengths = token_layout(self._vocab)
         ids = np.asarray(token_ids, dtype=np.int64)
         state = np.full(len(ids), self._state(self.parser.interned(key)), dtype=np.int64)
         read = np.zeros(len(ids), dtype=np.int64)
@@ -145,7 +144,7 @@ class StackDFA:
         while len(todo):
             # Run the tokens as far as built transitions go, then build the ones they stopped at.
             t, s, r = ids[todo], state[todo], read[todo]
-            n = run_tokens(self._trans, classes, offsets, lengths, t, s, r, missing)
+            n = run_tokens(self._trans, self._byte_class, blob, offsets, lengths, t, s, r, missing)
             state[todo], read[todo] = s, r
             todo = todo[(s != DEAD) & (r < lengths[t])]
             self._build_all(missing[:n].tolist())
@@ -155,14 +154,6 @@ class StackDFA:
         """The configurations ``(node, continuation)`` of ``state`` (an id of this DFA's
         current start: it starts afresh past its bound, counted in :attr:`resets`)."""
         return self._states[state]
-
-    def _tokens(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Each token byte's class, and each token's offset and length among them, by token id
-        (made on the first :meth:`accepts` from the vocabulary's shared layout)."""
-        if self._layout is None:
-            blob, offsets, lengths = token_layout(self._vocab)
-            self._layout = (self._byte_class[blob], offsets, lengths)
-        return self._layout
 
     def allowed(self, key: int, trie, out: np.ndarray) -> None:
         """Set in the packed row ``out`` the byte tokens of ``trie`` the PDA can read from the

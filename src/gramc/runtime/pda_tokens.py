@@ -13,7 +13,7 @@ sharing a prefix share the work. Every cache is bounded by the table's
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Sequence, cast
 
 import numpy as np
 
@@ -23,7 +23,7 @@ from gramc.automata.trie import TokenTrie, trie_for
 from gramc.bitmask import n_words, set_bits, unpack_row
 from gramc.limits import DEFAULT_RUNTIME_LIMITS, RuntimeLimits
 from gramc.runtime.cache import LRUCache
-from gramc.runtime.earley import ChartSet, EarleyParser
+from gramc.runtime.earley import ChartSet, ChartView, EarleyParser
 from gramc.runtime.pda_stack_dfa import StackDFA, TooLarge
 from gramc.vocab import Vocab
 
@@ -229,9 +229,15 @@ class PDATokenTable:
 
     # ------------------------------------------------------------ masks
 
-    def words(self, chart: Sequence[ChartSet]) -> np.ndarray:
+    def words(self, chart: ChartView) -> np.ndarray:
         """The packed mask of the configuration ``chart`` (memoised by its key)."""
-        return self._words(chart, self._key(chart))
+        last = chart.sets[chart.n - 1]
+        if last.gen == self.parser.generation and last.key is not False and last.key is not None:
+            hit = self._memo.get(last.key)  # the common call: a key made before, a mask memoised
+            if hit is not None:
+                return hit
+        sets = cast(Sequence[ChartSet], chart)  # a view reads as the sequence of its sets
+        return self._words(sets, self._key(sets))
 
     def mask(self, chart: Sequence[ChartSet], size: int) -> np.ndarray:
         """A read-only bool mask of length ``size`` (cached by configuration key)."""
