@@ -75,14 +75,20 @@ def _subset_construction(nfa: NFA, classes: np.ndarray, token_ids: list[int], n_
     n_classes = int(classes.max()) + 1
     token_col = {t: n_classes + i for i, t in enumerate(token_ids)}
     call_base = n_classes + len(token_ids)
-    mask_cols: dict[int, list[int]] = {}
+    # Each byte mask as the set of its class columns, bit c for column c.
+    mask_bits: dict[int, int] = {}
     for mask in set(nfa.cls) - {0}:
-        mask_cols[mask] = np.unique(classes[mask_members(mask) == 1]).tolist()
+        mask_bits[mask] = sum(1 << c for c in np.unique(classes[mask_members(mask) == 1]).tolist())
 
     start = nfa.closure([nfa.start])
     index = {frozenset(): DEAD, start: 1}
     subsets = [frozenset(), start]
-    rows: list[dict[int, int]] = [{}, {}]
+    # The table's edges as (state, column group, target); a group is a set of columns, bit c
+    # for column c, numbered in ``groups`` (the same few groups recur in most states).
+    edge_state: list[int] = []
+    edge_group: list[int] = []
+    edge_target: list[int] = []
+    group_ids: dict[int, int] = {}
     accepting = [False, nfa.accept in start]
     work = deque([start])
     # Closures by target set: the classes of one byte set move alike, and many subsets move
@@ -91,18 +97,22 @@ def _subset_construction(nfa: NFA, classes: np.ndarray, token_ids: list[int], n_
     entries = checked = len(start)  # NFA states in the subsets: an ambiguous repetition makes
     while work:  # them grow with the DFA (a{1,n} nested: n^2 / 2 in all)
         subset = work.popleft()
-        row = rows[index[subset]]
+        here = index[subset]
+        by_mask: dict[int, list[int]] = {}
         moves: dict[int, set[int]] = {}
         for s in subset:
             if nfa.cls[s]:
-                for c in mask_cols[nfa.cls[s]]:
-                    moves.setdefault(c, set()).add(nfa.nxt[s])
+                by_mask.setdefault(nfa.cls[s], []).append(nfa.nxt[s])
             elif nfa.tok[s] >= 0:
                 moves.setdefault(token_col[nfa.tok[s]], set()).add(nfa.nxt[s])
             elif nfa.call[s] >= 0:
                 moves.setdefault(call_base + nfa.call[s], set()).add(nfa.nxt[s])
-        for col, targets in moves.items():
-            key = frozenset(targets)
+        # The byte columns move by groups: the columns the same masks hold go to the same
+        # NFA states, so each group's target is made once (a string body's mask holds most
+        # columns).
+        groups = [(bits, frozenset(targets)) for bits, targets in _column_groups(by_mask, mask_bits)]
+        groups += [(1 << col, frozenset(targets)) for col, targets in moves.items()]
+        for bits, key in groups:
             target = closed.get(key)
             if target is None:
                 if len(closed) >= MAX_CACHED_CLOSURES:
@@ -111,7 +121,6 @@ def _subset_construction(nfa: NFA, classes: np.ndarray, token_ids: list[int], n_
             if target not in index:
                 index[target] = len(subsets)
                 subsets.append(target)
-                rows.append({})
                 accepting.append(nfa.accept in target)
                 work.append(target)
                 entries += len(target)
@@ -127,14 +136,45 @@ def _subset_construction(nfa: NFA, classes: np.ndarray, token_ids: list[int], n_
                     _check_table_memory(len(subsets), call_base + n_calls, limits,
                                         held + SUBSET_ENTRY_BYTES * entries)
                     deadline.check()
-            row[col] = index[target]
+            edge_state.append(here)
+            edge_group.append(group_ids.setdefault(bits, len(group_ids)))
+            edge_target.append(index[target])
     limits.check("max_dfa_states", len(subsets), what)
-    _check_table_memory(len(subsets), call_base + n_calls, limits, held + SUBSET_ENTRY_BYTES * entries)
-    delta = np.zeros((len(rows), call_base + n_calls), dtype=np.int32)
-    for s, row in enumerate(rows):
-        for col, t in row.items():
-            delta[s, col] = t
+    n_cols = call_base + n_calls
+    _check_table_memory(len(subsets), n_cols, limits, held + SUBSET_ENTRY_BYTES * entries)
+    delta = np.zeros((len(subsets), n_cols), dtype=np.int32)
+    states, group, targets = (np.array(x, dtype=np.int64) for x in (edge_state, edge_group, edge_target))
+    order = np.argsort(group, kind="stable")
+    bounds = np.searchsorted(group[order], np.arange(len(group_ids) + 1))
+    width = (n_cols + 7) // 8
+    for bits, g in group_ids.items():
+        cols = np.flatnonzero(np.unpackbits(np.frombuffer(bits.to_bytes(width, "little"), np.uint8),
+                                            bitorder="little"))
+        edges = order[bounds[g]:bounds[g + 1]]
+        delta[states[edges][:, None], cols] = targets[edges][:, None]
     return delta, np.array(accepting, dtype=bool)
+
+
+def _column_groups(by_mask: dict[int, list[int]], mask_bits: dict[int, int]) -> list[tuple[int, list[int]]]:
+    """The byte columns of one subset's moves in groups of the same target states:
+    ``(column bits, NFA states)`` per group, from the targets reached by each byte mask."""
+    groups: list[tuple[int, list[int]]] = []
+    for mask, targets in by_mask.items():
+        bits = mask_bits[mask]
+        split = []
+        for have, reached in groups:
+            both = have & bits
+            if both:
+                split.append((both, reached + targets))
+                if have ^ both:
+                    split.append((have ^ both, reached))
+                bits ^= both
+            else:
+                split.append((have, reached))
+        if bits:
+            split.append((bits, targets))
+        groups = split
+    return groups
 
 
 def minimize(delta: np.ndarray, accept: np.ndarray, deadline: Deadline) -> np.ndarray:
