@@ -218,6 +218,15 @@ class Reference:
         return loop(i)
 
 
+    def f_dispatch(self, fmt, i, stops):
+        """Dispatch is triggered tags whose tags are a pattern and its format, with no end;
+        its free text is bounded by its excludes only, not by an enclosing tag's end."""
+        patterns = [p for p, _ in fmt["rules"]]
+        return self.f_triggered_tags({"type": "triggered_tags", "triggers": patterns,
+                                      "excludes": fmt.get("excludes", []),
+                                      "stop_after_first": not fmt.get("loop", True),
+                                      "tags": [tag(p, content, "") for p, content in fmt["rules"]]}, i, ())
+
 # ---------------------------------------------------------------- the cases
 
 GRAMMAR_AS_REGEX = {'root ::= "x" rest\nrest ::= "y"*': "xy*"}
@@ -269,6 +278,11 @@ CASES = {
                                       "tags": [tag("<", C("a"), ">")]}, "b")), "ab<>"),
     "tags_with_separator": (st({"type": "tags_with_separator", "separator": "a",
                                 "tags": [tag("<", ANY, ">"), tag("b", C("a"), "")]}), "ab<>"),
+    "dispatch": (st({"type": "dispatch", "rules": [["<a", C("b")], [">", {"type": "regex", "pattern": "a*<"}]],
+                     "excludes": ["bb"]}), "ab<>"),
+    "dispatch_no_loop": (st({"type": "dispatch", "loop": False, "rules": [["<", C("a>")], ["b>", C("<")]]}),
+                         "ab<>"),
+    "dispatch_in_tag": (st(tag("a", {"type": "dispatch", "rules": [["<", C("a>")]]}, "b")), "ab<>"),
 }
 for first in (False, True):
     for stop in (False, True):
@@ -309,6 +323,8 @@ POSITIVES = {
     "triggered": ["x<ab>y<aab<", "<aab<<abb>"],
     "triggered_in_tag": ["a<a><a>b", "ax<a>yb"],
     "tags_with_separator": ["<x>aba<>", "<>ab"],
+    "dispatch": ["xa<ab>aa<b", "<ab><"],
+    "dispatch_no_loop": ["ab<a>", "aab><"],
 }
 
 
@@ -395,7 +411,10 @@ ERRORS = [
          "at_least_one": "yes"}), GrammarSyntaxError, "format.at_least_one: expected a boolean"),
     (st({"type": "regex", "pattern": "a("}), GrammarSyntaxError, "format.pattern"),
     (st({"type": "json_schema", "json_schema": {"type": "nope"}}), SchemaError, "format.json_schema"),
-    (st({"type": "dispatch", "rules": []}), UnsupportedFeatureError, "'dispatch'"),
+    (st({"type": "dispatch", "rules": []}), GrammarSyntaxError, "format.rules: needs at least one rule"),
+    (st({"type": "dispatch", "rules": [["", C("a")]]}), GrammarSyntaxError, "format.rules[0][0]"),
+    (st({"type": "dispatch", "rules": [["<", C("a")], ["<a", C("b")]]}), UnsupportedFeatureError,
+     "format.rules[0][0]: dispatch patterns inside one another"),
     (st({"type": "json_schema", "json_schema": {}, "style": "gemma"}), UnsupportedFeatureError, "gemma"),
     (st({"type": "any_text", "max_tokens": 5}), UnsupportedFeatureError, "max_tokens"),
     ({"type": "structural_tag", "triggers": ["<f"], "structures": [{"begin": "<g", "schema": {}, "end": "e"}]},

@@ -49,7 +49,6 @@ _MISSING = object()
 #: Format types XGrammar defines that gramc refuses, and why.
 _UNSUPPORTED = {
     "token_triggered_tags": "token-level dispatch is not implemented",
-    "dispatch": "not implemented; use triggered_tags",
     "token_dispatch": "token-level dispatch is not implemented",
     "exclude_token": "token sets are not implemented",
     "any_tokens": "token sets are not implemented",
@@ -108,7 +107,7 @@ class _Lowering(Composer):
             "any_text": self._any_text, "triggered_tags": self._triggered_tags,
             "tags_with_separator": self._tags_with_separator, "optional": self._optional,
             "plus": self._plus, "star": self._star, "repeat": self._repeat, "token": self._token,
-            "qwen_xml_parameter": self._qwen_xml_parameter,
+            "qwen_xml_parameter": self._qwen_xml_parameter, "dispatch": self._dispatch,
         }
 
     # ------------------------------------------------------------ reading the document
@@ -423,6 +422,41 @@ class _Lowering(Composer):
             return alt(free, dispatch)
         loop = seq(repeat(dispatch, 0, None), free)
         return seq(tag, loop) if at_least_one else loop
+
+    def _dispatch(self, fmt: dict, path: str, ends: tuple[bytes, ...] | None, depth: int) -> Call[Expr]:
+        """Free text in which each pattern, where it first occurs, goes on as its format;
+        with ``loop`` false the output ends after the first format. Patterns must not occur
+        in one another (then first occurrence is what XGrammar's matcher dispatches on)."""
+        self.keys(fmt, path, {"type", "rules", "loop", "excludes"})
+        rules = self.field(fmt, "rules", path, (list,))
+        if not rules:
+            raise self.error(_at(path, "rules"), "needs at least one rule")
+        patterns, contents = [], []
+        for i, rule in enumerate(rules):
+            where = f"{_at(path, 'rules')}[{i}]"
+            if not (isinstance(rule, list) and len(rule) == 2 and isinstance(rule[0], str)):
+                raise self.error(where, "expected a [pattern, format] pair")
+            if not rule[0]:
+                raise self.error(f"{where}[0]", "a pattern must be a non-empty string")
+            pattern = self.encode(rule[0], f"{where}[0]")
+            if pattern in patterns:
+                raise self.error(f"{where}[0]", f"the pattern {rule[0]!r} has a rule already")
+            patterns.append(pattern)
+            contents.append((yield self.lower(rule[1], f"{where}[1]", ends, depth + 1)))
+        for i, p in enumerate(patterns):
+            inside = [q for q in patterns if q != p and p in q]
+            if inside:
+                raise self.unsupported(f"{_at(path, 'rules')}[{i}][0]", "dispatch patterns inside one another",
+                                       f"{_names([p])} occurs in {_names(inside)}: XGrammar then dispatches by "
+                                       "the state of its pattern matcher, which is not implemented")
+        # Unlike triggered_tags, the free text does not stop at the enclosing tag's end:
+        # only ``excludes`` bound it (XGrammar's definition).
+        stops = [self.encode(s, _at(path, "excludes")) for s in self.strings(fmt, "excludes", path, [])]
+        one = alt(*(seq(until_trigger(p, patterns, stops, self.limits), c) for p, c in zip(patterns, contents)))
+        free = avoiding([*stops, *patterns], None, self.limits)
+        if not self.field(fmt, "loop", path, (bool,), True):
+            return alt(free, one)
+        return seq(repeat(one, 0, None), free)
 
     def _tags_with_separator(self, fmt: dict, path: str, ends: tuple[bytes, ...] | None, depth: int) -> Call[Expr]:
         self.keys(fmt, path, {"type", "tags", "separator", "at_least_one", "stop_after_first"})
