@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 import oracle
 from gramc.automata.tables import DEAD
 from gramc.compiler.dfa import _refine_exact, _refine_incremental, build_dfa, byte_classes, merge_byte_columns
+from gramc.compiler.hopcroft import hopcroft_blocks
 from gramc.compiler.ir import (
     EMPTY,
     NOTHING,
@@ -68,10 +69,11 @@ def _same_partition(a: np.ndarray, b: np.ndarray) -> bool:
 
 @settings(max_examples=300, deadline=None)
 @given(st.data())
-def test_incremental_refinement_equals_plain_moore(data):
-    """The worklist refinement finds exactly the Myhill-Nerode classes of plain Moore rounds,
-    on arbitrary tables (cycles, unreachable states, several accepting classes) and on the
-    long chains that counted repetitions make, where only a few states move per round."""
+def test_refinements_equal_plain_moore(data):
+    """The worklist refinement and Hopcroft's algorithm find exactly the Myhill-Nerode
+    classes of plain Moore rounds, on arbitrary tables (cycles, unreachable states, several
+    accepting classes) and on the long chains that counted repetitions make, where only a
+    few states move per round."""
     n = data.draw(st.integers(1, 60))
     k = data.draw(st.integers(1, 4))
     delta = np.array(data.draw(st.lists(st.lists(st.integers(0, n - 1), min_size=k, max_size=k),
@@ -84,8 +86,9 @@ def test_incremental_refinement_equals_plain_moore(data):
         chain[-1, 0] = 0
         delta, accept = np.vstack([delta, chain]), np.concatenate([accept, np.zeros(m, dtype=bool)])
     deadline = Deadline(60)
-    assert _same_partition(_refine_incremental(delta, accept, deadline),
-                           _refine_exact(delta, accept, deadline))
+    exact = _refine_exact(delta, accept, deadline)
+    assert _same_partition(_refine_incremental(delta, accept, deadline), exact)
+    assert _same_partition(hopcroft_blocks(delta, accept), exact)
 
 
 def test_empty_language_has_only_the_dead_state():

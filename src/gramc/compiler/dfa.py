@@ -16,6 +16,7 @@ import numpy as np
 from gramc.automata.tables import DEAD, DFATable
 from gramc.compiler.ir import Grammar
 from gramc.compiler.nfa import NFA, build_nfa
+from gramc.errors import BackendUnavailableError
 from gramc.limits import DEFAULT_LIMITS, Deadline, Limits
 
 
@@ -178,23 +179,44 @@ def _column_groups(by_mask: dict[int, list[int]], mask_bits: dict[int, int]) -> 
 
 
 def minimize(delta: np.ndarray, accept: np.ndarray, deadline: Deadline) -> np.ndarray:
-    """Myhill-Nerode classes by partition refinement, vectorised with numpy.
+    """Myhill-Nerode classes by partition refinement.
 
     Returns the block id of every state; the dead state 0 shares its block with every state
-    that cannot reach acceptance. :func:`_refine_incremental` compares 64-bit hashes of the
-    signatures and re-examines only the predecessors of states that moved, so a deep
-    automaton (a long counted repetition, one level per round) costs rounds proportional
-    to its depth but work proportional to what changes. The result is then verified to be
-    a congruence that respects acceptance, which makes it language-preserving whatever the
-    hashes did, and recomputed exactly (:func:`_refine_exact`) if it is not.
+    that cannot reach acceptance. Two algorithms, chosen here:
+
+    - Hopcroft's, compiled (:mod:`gramc.compiler.hopcroft`), where numba is installed and the
+      table has at most :data:`~gramc.compiler.hopcroft.MAX_CELLS` cells: O(k n log n).
+    - Otherwise :func:`_refine_incremental`, vectorised with numpy: it compares 64-bit
+      hashes of the signatures and re-examines only the predecessors of states that moved,
+      so a deep automaton (a long counted repetition, one level per round) costs rounds
+      proportional to its depth (each a dozen numpy calls) but work proportional to what
+      changes.
+
+    The result is then verified to be a congruence that respects acceptance, which makes it
+    language-preserving whatever happened, and recomputed exactly (:func:`_refine_exact`)
+    if it is not.
     """
     used = delta.any(axis=0)
     if not used.all():  # a PDA rule's table has a column per rule, mostly never taken
         delta = np.ascontiguousarray(delta[:, used])
-    block = _refine_incremental(delta, accept, deadline)
+    block = _hopcroft(delta, accept)
+    if block is None:
+        block = _refine_incremental(delta, accept, deadline)
     if _is_congruence(delta, accept, block):
         return block
     return _refine_exact(delta, accept, deadline)
+
+
+def _hopcroft(delta: np.ndarray, accept: np.ndarray) -> np.ndarray | None:
+    """:func:`~gramc.compiler.hopcroft.hopcroft_blocks`, or None without numba or past its
+    size bound."""
+    try:
+        from gramc.compiler.hopcroft import MAX_CELLS, hopcroft_blocks
+    except BackendUnavailableError:  # no numba: it is optional for compiling
+        return None
+    if delta.size > MAX_CELLS:
+        return None
+    return hopcroft_blocks(delta, accept)
 
 
 _WEIGHTS = np.random.default_rng(0x6D6173).integers(1, 2**63, size=4096, dtype=np.uint64) | np.uint64(1)
