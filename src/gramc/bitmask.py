@@ -60,6 +60,11 @@ def sparse_rows(rows: np.ndarray, vocab_size: int) -> tuple[np.ndarray, np.ndarr
     return indptr, ids.astype(np.int32), complement
 
 
+#: Past this many ids a sparse row is expanded through a byte per id (a scatter and a pack)
+#: rather than ``bitwise_or.at``, whose cost per id is about three times as high.
+_SCATTER_IDS = 1024
+
+
 def expand_sparse_row(ids: np.ndarray, complement: bool, vocab_size: int) -> np.ndarray:
     """The packed row of one :func:`sparse_rows` row (``ids`` distinct, in ``[0, vocab_size)``)."""
     words = np.zeros(n_words(vocab_size), dtype=np.uint32)
@@ -67,6 +72,11 @@ def expand_sparse_row(ids: np.ndarray, complement: bool, vocab_size: int) -> np.
         words[:] = 0xFFFFFFFF
         if vocab_size % 32:  # ids at or past the vocabulary size are never allowed
             words[-1] = np.uint32((1 << (vocab_size % 32)) - 1)
+    if len(ids) > _SCATTER_IDS:  # many ids: a byte per id, then packed (~3x less than .at)
+        bits = np.zeros(len(words) * 32, dtype=np.uint8)
+        bits[ids] = 1
+        packed = np.packbits(bits, bitorder="little").view(np.uint32)
+        return words ^ packed if complement else packed
     ids = ids.astype(np.int64)
     (np.bitwise_xor if complement else np.bitwise_or).at(
         words, ids >> 5, np.left_shift(np.uint32(1), (ids & 31).astype(np.uint32)))

@@ -292,8 +292,9 @@ class PDATokenTable:
 
     def _by_stored_rows(self, chart: Sequence[ChartSet], key: int | None) -> np.ndarray | None:
         nodes = sorted({n for n, _ in chart[-1].items})
-        if not self._has_row[nodes].all() or int(self._n_unc[nodes].sum()) > MAX_STORED_UNCERTAIN:
-            return None
+        has_row, n_unc = self._has_row, self._n_unc
+        if not all(has_row[n] for n in nodes) or sum(int(n_unc[n]) for n in nodes) > MAX_STORED_UNCERTAIN:
+            return None  # (a few nodes: scalar reads cost less than an index array)
         return self._by_rows(chart, key, nodes)
 
     def _by_rows(self, chart: Sequence[ChartSet], key: int | None, nodes: list[int] | None = None) -> np.ndarray:
@@ -302,24 +303,13 @@ class PDATokenTable:
             if not self._all_stored:
                 self._bind_many(nodes)
         rows = [self.node_row(n) for n in nodes]
-        out = self._accepted_union(nodes, rows)
+        out = _accepted_union(rows, self.n_words)
         cands = self._uncertain(out, [u for _, u in rows if len(u)])
         if len(cands):
             set_bits(out, self._accepted(chart, key, cands))
         if self.eos_ids and self.parser.is_complete(chart[-1]):
             set_bits(out, self.eos_ids)
         return out
-
-    def _accepted_union(self, nodes: list[int], rows: list[tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
-        """The OR of the accepted rows of ``nodes`` (a new array); stored rows shared by
-        several nodes are OR-ed once."""
-        stored = self.stored
-        if stored is not None and stored.row_of is not None and self._has_row[nodes].all():
-            distinct = np.unique(stored.row_of[np.asarray(nodes) - 1])
-            return np.bitwise_or.reduce(stored.accepted[distinct], axis=0)
-        if not rows:
-            return np.zeros(self.n_words, np.uint32)
-        return np.bitwise_or.reduce(np.stack([a for a, _ in rows]), axis=0)
 
     def _by_walk(self, chart: Sequence[ChartSet], key: int | None) -> np.ndarray | None:
         """The mask from the stack DFA alone: every token walked from the configuration's
@@ -467,6 +457,18 @@ class PDATokenTable:
             ext.append(s)
             out.append(int(members[0]))
         return bytes(out)
+
+
+def _accepted_union(rows: list[tuple[np.ndarray, np.ndarray]], n_words: int) -> np.ndarray:
+    """The OR of the accepted rows of ``rows`` (a new array); a stored row shared by several
+    nodes (the same array) is OR-ed once."""
+    distinct = list({id(a): a for a, _ in rows}.values())
+    if not distinct:
+        return np.zeros(n_words, np.uint32)
+    out = distinct[0].copy()
+    for a in distinct[1:]:
+        np.bitwise_or(out, a, out=out)
+    return out
 
 
 def _row(nodes: NodeTokens, i: int) -> tuple[np.ndarray, np.ndarray]:
