@@ -40,6 +40,7 @@ _ANNOTATIONS = frozenset({"title", "description", "$comment", "examples", "defau
                           "deprecated", "readOnly", "writeOnly", "$defs", "definitions"})
 #: The JSON types by the name Kimi's ``type`` attribute gives them (an integer is a number).
 _KIMI_TYPES = ("string", "number", "integer", "boolean", "object", "array", "null")
+_ANY_KIND = alt(*(literal(t.encode()) for t in _KIMI_TYPES))
 _WS = repeat(byte_class(b" \n\r\t"), 0, None)
 _LETTERS = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz_"
 _NAME = seq(byte_class(_LETTERS), repeat(byte_class(_LETTERS + b"0123456789"), 0, None))
@@ -116,6 +117,7 @@ class _Arguments:
         self.json_of = json_of
         self.text = text
         self.where = where
+        self._any: _Value | None = None
 
     def refuse(self, pointer: str, feature: str, reason: str) -> UnsupportedFeatureError:
         place = f"{self.where}#{pointer}" if pointer else self.where
@@ -157,13 +159,17 @@ class _Arguments:
 
     def any_parameters(self) -> Expr:
         """Any number of parameters with any names and values."""
-        kinds = alt(*(literal(t.encode()) for t in _KIMI_TYPES))
-        value = _Value(text=True, json=self.json_of(dict(_ANY_NOT_STRING)))
-        return seq(repeat(seq(_WS, self.written(_NAME, kinds, value)), 0, None), _WS)
+        return seq(repeat(seq(_WS, self.written(_NAME, _ANY_KIND, self.any_value())), 0, None), _WS)
+
+    def any_value(self) -> _Value:
+        """Any string or JSON value (its JSON grammar embedded once per schema)."""
+        if self._any is None:
+            self._any = _Value(text=True, json=self.json_of(dict(_ANY_NOT_STRING)))
+        return self._any
 
     def parameter(self, name: str, schema: Any, pointer: str) -> Expr:
         kind = _declared_kind(schema)
-        kinds = alt(*(literal(t.encode()) for t in _KIMI_TYPES)) if kind is None else literal(kind.encode())
+        kinds = _ANY_KIND if kind is None else literal(kind.encode())
         return self.written(literal(self.style.key(name).encode()), kinds, self.value(schema, pointer))
 
     def written(self, name: Expr, kind: Expr, value: _Value) -> Expr:
@@ -186,7 +192,7 @@ class _Arguments:
     def value(self, schema: Any, pointer: str) -> _Value:
         schema, pointer = self.resolve(schema, pointer)
         if schema is True or (isinstance(schema, dict) and not set(schema) - _ANNOTATIONS):
-            return _Value(text=True, json=self.json_of(dict(_ANY_NOT_STRING)))
+            return self.any_value()
         if schema is False:
             return _Value()
         if not isinstance(schema, dict):
