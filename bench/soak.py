@@ -54,7 +54,7 @@ def tiny_limits():
 
     return gramc.RuntimeLimits(mask_rows=2, bool_masks=1, walk_rows=2, interned_sets=16, stack_dfa_states=16,
                                node_slices=4, node_rows=4, shared_slice_shapes=4, counted_shapes=2, dfa_rows=4,
-                               dense_row_bytes=0, compiled_grammars=2)
+                               dense_row_bytes=0, compiled_grammars=2, commit_steps=2)
 
 
 def load_schemas(limit: int | None = None, path: Path = CORPUS) -> list[dict]:

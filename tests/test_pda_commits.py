@@ -118,3 +118,38 @@ def test_rollbacks_and_forks_share_no_steps(gpt2, seed):
         fresh = art.matcher()
         assert fresh.commit_tokens(seq) == len(seq)
         assert np.array_equal(matcher.mask(), fresh.mask()), seq
+
+
+@pytest.mark.parametrize("commit_steps", [1, 4096])
+def test_memoised_steps_equal_byte_commits(gpt2, commit_steps):
+    """Commit steps are memoised by configuration key and token, and a hit hands the matcher
+    the chart another matcher built: documents walked one after another (each twice, and
+    matchers that leave a shared chart in turn) mask as byte-by-byte commits do."""
+    art = _artifact(gpt2, gramc.RuntimeLimits(commit_steps=commit_steps))
+    rng = np.random.default_rng(11)
+    docs = [_document_tokens(gpt2, rng) for _ in range(4)]
+    for tokens in docs + docs:
+        by_token, by_bytes = art.matcher(), art.matcher()
+        for t in tokens:
+            by_token.mask()  # a mask makes the key that the step is memoised by
+            assert by_token.commit_token(t)
+            assert by_bytes.commit_bytes(gpt2.tokens[t])
+            assert np.array_equal(by_token.mask(), by_bytes.mask())
+        assert by_token.is_complete()
+    stats = art.cache_stats()["commit_steps"]
+    if commit_steps == 1:
+        assert stats["evictions"] > 0
+    else:
+        assert stats["entries"] > 0 and stats["evictions"] == 0
+    # Two matchers on one memoised chart, then apart: each sees only its own commits.
+    a, b = art.matcher(), art.matcher()
+    for m in (a, b):
+        for t in docs[0][:6]:
+            m.mask()
+            assert m.commit_token(t)
+    tail_a = _random_tokens(a, gpt2, rng, 6)
+    tail_b = _random_tokens(b, gpt2, rng, 6)
+    for m, tail in ((a, tail_a), (b, tail_b)):
+        fresh = art.matcher()
+        assert fresh.commit_bytes(b"".join(gpt2.tokens[t] for t in docs[0][:6] + tail))
+        assert np.array_equal(m.mask(), fresh.mask())

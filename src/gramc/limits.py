@@ -124,6 +124,10 @@ class RuntimeLimits:
     #: Token paths the Earley parser memoises for commits (PDA), by node and token (~0.1 KB
     #: each); past it they are dropped and found again.
     commit_paths: int = 65_536
+    #: Commit steps a PDA memoises, by configuration key and token: the chart the token
+    #: leads to (~0.3 KB; it also keeps alive the chart of the text it came from, which the
+    #: steps of one text share: 8 bytes a byte, and the Earley sets that are not repeats).
+    commit_steps: int = 4096
     #: Bytes of dense next-state rows (int32 per token) a DFA table may build for commits.
     dense_row_bytes: int = 256 << 20
     #: Artifacts an integration keeps compiled by source (the vLLM processor), process-wide.

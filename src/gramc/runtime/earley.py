@@ -55,13 +55,14 @@ class ChartView:
 
     Views of one list share it (a rollback keeps an older view), so extending the newest
     view, a matcher's every step, appends in place instead of copying the chart; a view
-    whose list has grown past it copies its own sets first. Sets never change, so a view
-    always reads what it was made with."""
+    whose list has grown past it, or a ``shared`` one (handed to any matcher by the commit
+    memo, perhaps in another thread), copies its own sets first. Sets never change, so a
+    view always reads what it was made with."""
 
-    __slots__ = ("sets", "n")
+    __slots__ = ("sets", "n", "shared")
 
-    def __init__(self, sets: list[ChartSet], n: int):
-        self.sets, self.n = sets, n
+    def __init__(self, sets: list[ChartSet], n: int, shared: bool = False):
+        self.sets, self.n, self.shared = sets, n, shared
 
     def __len__(self) -> int:
         return self.n
@@ -75,7 +76,7 @@ class ChartView:
 
     def sets_to_extend(self) -> tuple[list[ChartSet], int]:
         """A list whose first ``n`` sets are this view's and whose end the caller owns."""
-        if len(self.sets) != self.n:
+        if self.shared or len(self.sets) != self.n:
             return self.sets[: self.n], self.n
         return self.sets, self.n
 
@@ -179,7 +180,7 @@ class EarleyParser:
             return None
         inert = self.inert
         if all(inert[n] for n, _ in seeds):
-            return ChartSet(frozenset(seeds), {})
+            return _inert_set(chart[-1], frozenset(seeds))
         return self.closure(chart, seeds, len(chart))
 
     def scan_token(self, chart: Sequence[ChartSet], token_id: int) -> ChartSet | None:
@@ -217,7 +218,7 @@ class EarleyParser:
         k = n + len(data) - 1
         inert = self.inert
         if all(inert[v] for v, _ in last):
-            final = ChartSet(frozenset(last), {})
+            final = _inert_set(sets[-1], frozenset(last))
         else:
             final = self.closure(sets, last, k)  # reads only sets where items started (< n)
         sets.extend([_GAP] * (len(data) - 1))
@@ -358,6 +359,16 @@ _UNKNOWN = -2  # not a node: a path not memoised yet
 #: The set standing for every inert set before a token's last byte (see feed_token): no item
 #: starts there, so it is only ever read for the rules waiting there, of which it has none.
 _GAP = ChartSet(frozenset(), {})
+
+
+def _inert_set(before: ChartSet, items: frozenset[Item]) -> ChartSet:
+    """The set of inert ``items`` after ``before``: ``before`` itself when it holds the same
+    items and no rule starts there (a byte or token that loops inside a string or a number),
+    so that its cached key and continuations serve again; a new set otherwise. (No rule
+    starts at a set without waiting items, so no item reads its position.)"""
+    if not before.waiting and before.items == items:
+        return before
+    return ChartSet(items, {})
 
 
 class _Cyclic(Exception):

@@ -32,7 +32,7 @@ class PDAMatcher(Matcher):
         if type(token_id) is int and not self._ended and 0 <= token_id < self.vocab_size \
                 and token_id not in self._tokens.special:
             data = self._tokens.token_bytes[token_id]
-            nxt = self._parser.feed_token(self._state, token_id, data) if data else None
+            nxt = self._tokens.step(self._state, token_id, data) if data else None
             if nxt is not None:
                 if self.max_rollback:
                     self._history.append((self._state, False))
@@ -49,7 +49,7 @@ class PDAMatcher(Matcher):
         super().fill_bitmask(out, budget)
 
     def _start(self) -> ChartView:
-        return self._parser.initial()
+        return self._tokens.initial()
 
     def _words(self, chart: ChartView) -> np.ndarray:
         return self._tokens.words(chart)
@@ -62,7 +62,7 @@ class PDAMatcher(Matcher):
             s = self._parser.scan_token(chart, token)
             return None if s is None else chart.extended(s)
         data = self._tokens.token_bytes[token]
-        return self._parser.feed_token(chart, token, data) if data else None
+        return self._tokens.step(chart, token, data) if data else None
 
     def _step_bytes(self, chart: ChartView, data: bytes) -> ChartView | None:
         return self._parser.feed(chart, data)

@@ -106,6 +106,7 @@ class PDATokenTable:
         self._by_bytes: dict[bytes, int] | None = None
         self._stack: StackDFA | None = None
         self._horizon: Horizon | None = None  # made on the first walk
+        self._initial: ChartView | None = None
         self._special_ids = np.array(sorted(self.special), dtype=np.int64)
         # A left-recursive grammar would grow continuations without end on the stack DFA.
         self._stack_usable = not table.left_recursive()
@@ -137,6 +138,7 @@ class PDATokenTable:
         self._memo = LRUCache(limits.mask_rows)  # packed rows by configuration key
         self._masks = LRUCache(limits.bool_masks)  # bool masks by (key, size)
         self._walks = LRUCache(limits.walk_rows)  # by canonical key: see _by_walk
+        self._steps = LRUCache(limits.commit_steps)  # by (configuration key, token): see step
         self.parser.max_paths = limits.commit_paths
         # Node rows bound at run time are a cache too (stored ones are the artifact's data).
         self._bound_nodes = None if self._all_stored else LRUCache(limits.node_rows, self._forget_node)
@@ -150,7 +152,7 @@ class PDATokenTable:
         """Per cache: entries now, its bound, and evictions (or, for the interned sets and
         the stack DFA, fresh starts) so far."""
         out = {"mask_rows": self._memo.stats(), "bool_masks": self._masks.stats(),
-               "walk_rows": self._walks.stats(),
+               "walk_rows": self._walks.stats(), "commit_steps": self._steps.stats(),
                "interned_sets": {"entries": self.parser.n_interned, "max_entries": self.limits.interned_sets,
                                  "resets": self.parser.generation},
                "commit_paths": {"entries": self.parser.n_paths, "max_entries": self.limits.commit_paths,
@@ -229,6 +231,32 @@ class PDATokenTable:
 
     # ------------------------------------------------------------ masks
 
+    def initial(self) -> ChartView:
+        """The chart before any input: one shared view (its first set's key is made once)."""
+        if self._initial is None:
+            self._initial = ChartView(self.parser.initial().sets, 1, shared=True)
+        return self._initial
+
+    def step(self, chart: ChartView, token: int, data: bytes) -> ChartView | None:
+        """``chart`` after ``token`` (whose bytes are ``data``), or None if the parse dies.
+
+        Charts with the same configuration key have the same future, so the chart one token
+        leads to from a key serves every later chart of that key: once the key is known (a
+        mask was filled), a step taken before is a lookup, and the chart it returns has its
+        key, so the next mask is a memo hit too."""
+        last = chart.sets[chart.n - 1]
+        parser = self.parser
+        key = last.key if last.gen == parser.generation else None
+        if key is not None and key is not False:
+            hit = self._steps.get((key, token))
+            if hit is not None:
+                return hit
+            nxt = parser.feed_token(chart, token, data)
+            if nxt is not None:
+                self._steps.put((key, token), ChartView(nxt.sets, nxt.n, shared=True))
+            return nxt
+        return parser.feed_token(chart, token, data)
+
     def words(self, chart: ChartView) -> np.ndarray:
         """The packed mask of the configuration ``chart`` (memoised by its key)."""
         last = chart.sets[chart.n - 1]
@@ -264,6 +292,7 @@ class PDATokenTable:
         self._memo.clear()
         self._masks.clear()
         self._walks.clear()
+        self._steps.clear()
         if self._horizon is not None:
             self._horizon.clear()
         if self._stack is not None:
