@@ -534,3 +534,25 @@ def test_patterns_route_member_values_and_the_plan_is_layout_7():
     with pytest.raises(ArtifactFormatError, match="layout 7"):  # layout 7 without patterns
         read_artifact({**meta, "source": {**meta["source"], "unique": {
             **without, "nodes": [{k: v for k, v in n.items() if k != "m"} for n in plan["nodes"]]}}}, arrays)
+
+
+def _compact_by_bytes(text: bytes, start: int) -> bytes:
+    """Whitespace outside strings dropped, one byte at a time (the reference for compact)."""
+    from gramc.runtime.unique import ESCAPED, OUTSIDE
+
+    out, in_str, esc = bytearray(), start != OUTSIDE, start == ESCAPED
+    for b in text:
+        if in_str:
+            out.append(b)
+            esc, in_str = (False, True) if esc else (b == 0x5C, b != 0x22)
+        elif b not in b" \t\n\r":
+            out.append(b)
+            in_str = b == 0x22
+    return bytes(out)
+
+
+@given(st.binary(max_size=12).map(lambda b: bytes(b" \t\n\"\\ab,"[x % 8] for x in b)), st.integers(0, 2))
+def test_compact_drops_exactly_the_whitespace_outside_strings(text, start):
+    from gramc.runtime.unique import compact
+
+    assert compact(text, start) == _compact_by_bytes(text, start)

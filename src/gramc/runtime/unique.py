@@ -267,6 +267,7 @@ _WIDE = decimal.Context(prec=decimal.MAX_PREC, Emax=decimal.MAX_EMAX, Emin=decim
 #: (:data:`NEXT`: outside, past the whitespace and commas that come before the next item.)
 OUTSIDE, INSIDE, ESCAPED, NEXT = range(4)
 _WS_RE = re.compile(rb"[ \t\n\r]")
+_WS_BYTES = b" \t\n\r"
 
 
 def compact(text: bytes, start: int = OUTSIDE) -> bytes:
@@ -274,6 +275,8 @@ def compact(text: bytes, start: int = OUTSIDE) -> bytes:
     ``start`` (one of :data:`OUTSIDE`, :data:`INSIDE`, :data:`ESCAPED`)."""
     if _WS_RE.search(text) is None:
         return text
+    if b'"' not in text:  # never leaves (or enters) a string: what it is read as decides
+        return text if start != OUTSIDE else text.translate(None, _WS_BYTES)
     out = bytearray()
     in_str, esc = start != OUTSIDE, start == ESCAPED
     for b in text:
