@@ -233,13 +233,37 @@ def array_set(name: str, index: Any, value: int) -> Callable[[dict], None]:
     return change
 
 
+def dense_calls(delta, indptr, rule, ret, n_rules: int):
+    """A PDA table's reads ``delta`` and its sparse calls as layouts 1-7 stored them: one
+    call column per rule after the read columns."""
+    import numpy as np
+
+    out = np.zeros((len(delta), delta.shape[1] + n_rules), np.int32)
+    out[:, : delta.shape[1]] = delta
+    nodes = np.repeat(np.arange(len(delta)), np.diff(indptr))
+    out[nodes, delta.shape[1] + rule] = ret
+    return out
+
+
+def as_layout_7(doc: dict) -> None:
+    """A PDA document with its calls as call columns, as layouts 1-7 stored them."""
+    calls = [get_array(doc, f"pda.call_{k}") for k in ("indptr", "rule", "return")]
+    for k in ("indptr", "rule", "return"):
+        del doc["arrays"][f"pda.call_{k}"]
+    set_array(doc, "pda.delta", dense_calls(get_array(doc, "pda.delta"), *calls,
+                                            len(get_array(doc, "pda.rule_start"))))
+
+
 def as_layout_3(doc: dict) -> None:
-    """A bound PDA document as layout 3 wrote it: the distinct node rows packed, and the
-    vocabulary's token bytes (for the cases of files written before layout 5)."""
+    """A bound PDA document as layout 3 wrote it: the distinct node rows packed, the
+    vocabulary's token bytes and the calls as columns (for the cases of files written
+    before layout 5)."""
     import numpy as np
 
     from gramc.bitmask import SparseRows
     from gramc.runtime.vocab_bytes import vocab_arrays
+
+    as_layout_7(doc)
 
     rows = SparseRows(*(get_array(doc, f"nodes.row_{k}") for k in ("indptr", "ids", "complement")),
                       doc["meta"]["vocab"]["size"])
@@ -654,15 +678,17 @@ def _():
     return load_bytes(dfa_chain(2**16, 50_257, distinct=True))
 
 
-def pda_chain(n_nodes: int, finishes: bool = True) -> bytes:
+def pda_chain(n_nodes: int, finishes: bool = True, layout: int = 8) -> bytes:
     """An unbound PDA file of one rule whose nodes are a chain reading "a" (the last one
-    accepting when ``finishes``): the productivity check has one node per round."""
+    accepting when ``finishes``), with its finishing ranks (layout 8) or without them (layout
+    3: the productivity check propagates, one node per round)."""
     import numpy as np
 
     import gramc
+    from gramc.automata.pda_table import no_calls
 
     doc = document(gramc.compile(_BASE_SOURCES["pda"][0], "gbnf"))
-    delta = np.zeros((n_nodes + 1, 3), np.int32)  # byte classes "other" and "a", one call column
+    delta = np.zeros((n_nodes + 1, 2), np.int32)  # byte classes "other" and "a"
     delta[1:n_nodes, 1] = np.arange(2, n_nodes + 1, dtype=np.int32)
     accept = np.zeros(n_nodes + 1, bool)
     accept[n_nodes] = finishes
@@ -670,11 +696,18 @@ def pda_chain(n_nodes: int, finishes: bool = True) -> bytes:
     node_rule[0] = -1
     classes = np.zeros(256, np.uint8)
     classes[ord("a")] = 1
+    ranks = np.arange(n_nodes, -1, -1, dtype=np.int32)  # node k: n_nodes - k steps from the end
+    ranks[0] = -1
     for name, a in {"pda.delta": delta, "pda.accept": accept, "pda.node_rule": node_rule,
                     "pda.rule_start": np.array([1], np.int32), "pda.byte_class": classes,
-                    "pda.token_ids": np.zeros(0, np.int32)}.items():
+                    "pda.token_ids": np.zeros(0, np.int32), "pda.finish_rank": ranks,
+                    **{f"pda.{k}": v for k, v in no_calls(n_nodes + 1).items()}}.items():
         set_array(doc, name, a)
     doc["meta"]["pda"].update(start_rule=0, rule_names=["root"])
+    if layout == 3:
+        as_layout_7(doc)
+        del doc["arrays"]["pda.finish_rank"]
+        doc["meta"]["artifact_version"] = 3
     return forged(doc)
 
 
@@ -683,9 +716,36 @@ def _():
     return load_bytes(pda_chain(2**20), vocab=None)
 
 
-@case("artifact", "pda-chain-2**20-nodes-unfinished", error="ArtifactFormatError", match=r"pda: node 1 cannot finish its rule")
+@case("artifact", "pda-chain-2**20-nodes-unfinished", error="ArtifactFormatError",
+      match=r"pda: node 1048576 cannot finish its rule \(pda.finish_rank shows no way\)")
 def _():
     return load_bytes(pda_chain(2**20, finishes=False), vocab=None)
+
+
+@case("artifact", "pda-chain-2**20-nodes-layout-3", ok="pda")
+def _():
+    return load_bytes(pda_chain(2**20, layout=3), vocab=None)
+
+
+@case("artifact", "pda-chain-2**20-nodes-layout-3-unfinished", error="ArtifactFormatError",
+      match=r"pda: node 1 cannot finish its rule$")
+def _():
+    return load_bytes(pda_chain(2**20, finishes=False, layout=3), vocab=None)
+
+
+@case("artifact", "pda-calls-int32-max-rule", error="ArtifactFormatError", match=r"array 'pda.call_rule': value 2147483647")
+def _():
+    return load_bytes(tampered("pda", array_set("pda.call_rule", 0, 2**31 - 1)))
+
+
+@case("artifact", "pda-calls-return-dead", error="ArtifactFormatError", match=r"array 'pda.call_return': value 0")
+def _():
+    return load_bytes(tampered("pda", array_set("pda.call_return", 0, 0)))
+
+
+@case("artifact", "pda-calls-indptr-2**62", error="ArtifactFormatError", match=r"pda.call_indptr")
+def _():
+    return load_bytes(tampered("pda", array_set("pda.call_indptr", -1, 2**62)))
 
 
 @case("artifact", "states-2**22-declared", error="ArtifactFormatError", match=r"array 'dfa.delta': shape \[4194304, 2\] of <i4 needs")

@@ -145,11 +145,22 @@ def test_layout_3_is_only_for_pda_artifacts(art):
         gramc.from_bytes(_tamper(art, x=lambda m, a: m.__setitem__("artifact_version", 3)))
 
 
+def _as_layout_5(meta, arrays):
+    """A bound PDA artifact's arrays as layouts 5-7 wrote them: a call column per rule."""
+    from hostile_cases import dense_calls
+
+    calls = [arrays.pop(f"pda.call_{k}") for k in ("indptr", "rule", "return")]
+    arrays["pda.delta"] = dense_calls(arrays["pda.delta"], *calls, len(arrays["pda.rule_start"]))
+    meta["artifact_version"] = 5
+
+
 def _as_layout_3(meta, arrays):
     """A bound PDA artifact's arrays as layout 3 wrote them: the distinct node rows packed,
-    and the vocabulary's token bytes."""
+    the vocabulary's token bytes, a call column per rule."""
     from gramc.bitmask import SparseRows
     from gramc.runtime.vocab_bytes import vocab_arrays
+
+    _as_layout_5(meta, arrays)
 
     rows = SparseRows(arrays.pop("nodes.row_indptr"), arrays.pop("nodes.row_ids"),
                       arrays.pop("nodes.row_complement"), meta["vocab"]["size"])
@@ -166,16 +177,18 @@ def _as_layout_1(meta, arrays):
     arrays["nodes.accepted"] = arrays.pop("nodes.rows")[arrays.pop("nodes.row_of")]
 
 
-@pytest.mark.parametrize("old_layout", [_as_layout_1, _as_layout_3])
+@pytest.mark.parametrize("old_layout", [_as_layout_1, _as_layout_3, _as_layout_5])
 def test_older_pda_layouts_are_still_read(pda_art, old_layout):
-    """Files written before node rows were stored once each (layout 1) or before the
-    vocabulary was bound by fingerprint only (layout 3) read to the same artifact, with or
-    without the decoder's vocabulary (their token bytes are checked against the
-    fingerprint); layout 5 stores fewer rows than nodes (most nodes share theirs)."""
+    """Files written before node rows were stored once each (layout 1), before the
+    vocabulary was bound by fingerprint only (layout 3) or before calls were sparse (layouts
+    1-7) read to the same artifact, with or without the decoder's vocabulary (the token bytes
+    of layouts 1 and 3 are checked against the fingerprint); layout 8 stores fewer rows than
+    nodes (most nodes share theirs)."""
     meta, arrays = pda_art.to_arrays()
-    assert meta["artifact_version"] == 5 and len(arrays["nodes.row_complement"]) < len(arrays["nodes.row_of"])
+    assert meta["artifact_version"] == 8 and len(arrays["nodes.row_complement"]) < len(arrays["nodes.row_of"])
+    assert len(arrays["pda.call_rule"]) and arrays["pda.delta"].shape[1] == pda_art.pda.n_byte_classes + len(pda_art.pda.token_ids)
     assert not any(name.startswith("vocab.") for name in arrays)
-    for vocab in (PDA_VOCAB, None):
+    for vocab in (PDA_VOCAB,) if old_layout is _as_layout_5 else (PDA_VOCAB, None):  # 5 binds by fingerprint
         old = gramc.from_bytes(_tamper(pda_art, x=old_layout), vocab=vocab)
         assert old.to_bytes() == pda_art.to_bytes()
         a, b = old.matcher(), pda_art.matcher()
@@ -316,7 +329,14 @@ def _in_layout_3(change):
         (lambda m, a: a.__setitem__("nodes.row_indptr", a["nodes.row_indptr"][:-1].copy()), "nodes.row_indptr"),
         (_set("nodes.row_indptr", -1, 10**4), "nodes.row_indptr"),
         (lambda m, a: a.__setitem__("vocab.bytes", np.zeros(3, np.uint8)), "unexpected arrays"),
-        (lambda m, a: m.__setitem__("vocab", None), "layout of a bound artifact"),
+        (lambda m, a: m.__setitem__("vocab", None), r"unexpected arrays \['nodes\."),  # unbound: no node rows
+        (lambda m, a: (_as_layout_5(m, a), m.__setitem__("vocab", None)), "layout of a bound artifact"),
+        # layout 8's sparse calls: rules in range and ascending per node, returns live, pointers that fit
+        (_set("pda.call_rule", 0, 99), "pda.call_rule"),
+        (_set("pda.call_return", 0, 0), "pda.call_return"),
+        (_set("pda.call_indptr", -1, 10**4), "pda.call_indptr"),
+        (lambda m, a: a.__setitem__("pda.call_return", a["pda.call_return"][:-1].copy()), "differ in length|call_indptr"),
+        (lambda m, a: a.pop("pda.call_rule"), "pda.call_rule"),
         # a proof that does not show how every node finishes, or has the wrong shape
         (lambda m, a: a.__setitem__("pda.finish_rank", np.zeros_like(a["pda.finish_rank"])), "finish_rank shows no way"),
         (lambda m, a: a.__setitem__("pda.finish_rank", a["pda.finish_rank"][:-1].copy()), "pda.finish_rank"),
@@ -421,7 +441,7 @@ def test_linear_productivity_check_agrees_with_the_fixed_point(data):
                 delta[q, c] = data.draw(st.sampled_from(same.tolist()))
     accept = np.array([False] + data.draw(st.lists(st.booleans(), min_size=n - 1, max_size=n - 1)))
     expected = _productive_by_fixed_point(delta, accept, node_rule, rule_start, call_base)[1:].all()
-    edges = Edges(delta, call_base)
+    edges = Edges(_table(delta, call_base, accept, node_rule, rule_start))
     ranks = finish_ranks(edges, accept, node_rule, rule_start)
     assert (unfinished(ranks) is None) == expected
     if expected:  # the ranks found are a proof the check accepts
@@ -439,7 +459,7 @@ def test_a_long_chain_of_rules_loads():
     from gramc.runtime.pda_finish import Edges, finish_ranks, unfinished, unjustified
 
     def _check_productive(delta, accept, node_rule, rule_start, call_base):
-        edges = Edges(delta, call_base)
+        edges = Edges(_table(delta, call_base, accept, node_rule, rule_start))
         ranks = finish_ranks(edges, accept, node_rule, rule_start)
         if unfinished(ranks) is not None:
             raise ArtifactFormatError("pda: a node cannot finish its rule")
@@ -482,6 +502,17 @@ def test_a_long_chain_of_dfa_states_is_checked_state_by_state_once(trap):
 
 
 
+def _table(delta, n_reads, accept, node_rule, rule_start):
+    """A PDA table from a dense one with a call column per rule after ``n_reads`` columns."""
+    from gramc.automata.pda_table import PDATable
+    from gramc.runtime.pda_reader import _split_calls
+
+    reads, calls = _split_calls(delta, n_reads)
+    return PDATable(delta=reads, byte_class=np.zeros(256, np.uint8), token_ids=np.zeros(0, np.int32),
+                    accept=accept, node_rule=node_rule, rule_start=rule_start, start_rule=0,
+                    rule_names=tuple(f"r{r}" for r in range(len(rule_start))), **calls)
+
+
 @pytest.mark.parametrize("seed", range(40))
 def test_the_productivity_check_agrees_with_a_fixed_point_on_wide_tables(seed):
     """As above, on tables of up to 400 nodes, whose frontiers are wide enough for the
@@ -514,7 +545,7 @@ def test_the_productivity_check_agrees_with_a_fixed_point_on_wide_tables(seed):
             else:
                 accept[n] = True
     stuck = np.flatnonzero(~_productive_by_fixed_point(delta, accept, node_rule, rule_start, n_bytes)[1:]) + 1
-    edges = Edges(delta, n_bytes)
+    edges = Edges(_table(delta, n_bytes, accept, node_rule, rule_start))
     ranks = finish_ranks(edges, accept, node_rule, rule_start)
     if len(stuck):  # the first node that cannot finish is named
         assert unfinished(ranks) == stuck[0]

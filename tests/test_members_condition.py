@@ -266,11 +266,14 @@ def test_members_condition_is_layout_6_and_checked_when_read():
 
 
 def test_an_unbound_pda_with_a_members_condition_reads_back():
-    """Layout 6 without a vocabulary: the finish ranks of layout 5 are written and read."""
+    """A PDA (layout 8, whatever its plan) without a vocabulary: its finish ranks and its
+    members condition are written and read."""
     schema = {"type": "object", "required": ["p3"], "properties": {
         **{n: {"type": "integer"} for n in NAMES}, "kids": {"type": "array", "items": {"$ref": "#"}}}}
     art = gramc.compile(json.dumps(schema), "json_schema", options=CompileOptions(json_property_order="any"))
-    assert isinstance(art, PDAArtifact) and art.to_arrays()[0]["artifact_version"] == 6
+    meta = art.to_arrays()[0]
+    assert isinstance(art, PDAArtifact) and meta["artifact_version"] == 8
+    assert any("o" in node for node in meta["source"]["unique"]["nodes"])  # a members condition
     back = gramc.from_bytes(art.to_bytes())
     assert back.to_bytes() == art.to_bytes()
     assert check_artifact(back, b'{"p3":1,"kids":[{"p3":2,"p0":3}]}').ok

@@ -186,7 +186,7 @@ def test_chains_past_the_chain_bound_are_rules_built_directly(monkeypatch):
     nfa = build_nfa(Grammar(out.rules, chains[0]), DEFAULT_LIMITS, calls)
     classes = byte_classes({m for n in names if n != chains[0]
                             for m in build_nfa(Grammar(out.rules, n), DEFAULT_LIMITS, calls).cls} - {0})
-    want = determinize_used(nfa, classes, [], len(names), DEFAULT_LIMITS, Deadline(60))
+    want = determinize_used(nfa, classes, [], DEFAULT_LIMITS, Deadline(60))
     got = pda._chain_dfa(out.rules[chains[0]].item.name, 2, 9, int(classes.max()) + 1, calls)
     for a, b in zip(got, want):
         assert np.array_equal(a, b)

@@ -87,9 +87,7 @@ def reading_order(table: PDATable) -> np.ndarray:
     """Every live node, breadth-first from the start rule's first node over reads, special
     tokens, calls (into the called rule and on to the return node): the nodes a document
     meets first come first."""
-    src, col = np.nonzero(table.delta != DEAD)
-    dst = table.delta[src, col].astype(np.int64)
-    called = col.astype(np.int64) - table.call_base
+    src, dst, called = table.edges()
     calls = called >= 0
     # Edges: each transition, plus from a calling node into the called rule's first node.
     src = np.concatenate([src, src[calls]])

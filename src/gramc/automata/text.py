@@ -45,7 +45,8 @@ def format_dfa(dfa: DFATable) -> str:
 
 def format_pda(pda: PDATable) -> str:
     """Per rule, one line per node: ``node [accept]: bytes -> node, <rule> -> node, ...``."""
-    nbc, base = pda.n_byte_classes, pda.call_base
+    nbc = pda.n_byte_classes
+    calls = pda.calls()
     lines = [f"{pda.n_nodes} nodes (0 is dead); {nbc} byte classes; start rule {pda.rule_names[pda.start_rule]}"]
     for r, name in enumerate(pda.rule_names):
         lines.append(f"rule {name} (starts at {int(pda.rule_start[r])}):")
@@ -54,9 +55,8 @@ def format_pda(pda: PDATable) -> str:
             edges = [f"{describe_bytes(np.flatnonzero(targets == t).tolist())} -> {int(t)}"
                      for t in sorted(set(targets.tolist()) - {DEAD})]
             edges += [f"<[{int(tid)}]> -> {int(t)}"
-                      for tid, t in zip(pda.token_ids, pda.delta[n, nbc:base]) if t != DEAD]
-            edges += [f"{pda.rule_names[c]}() -> {int(t)}"
-                      for c, t in enumerate(pda.delta[n, base:]) if t != DEAD]
+                      for tid, t in zip(pda.token_ids, pda.delta[n, nbc:]) if t != DEAD]
+            edges += [f"{pda.rule_names[r]}() -> {ret}" for r, ret in calls[n]]
             lines.append((f"  {n}{' accept' if pda.accept[n] else ''}: " + ", ".join(edges)).rstrip())
     return "\n".join(lines) + "\n"
 

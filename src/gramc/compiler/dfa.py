@@ -65,17 +65,20 @@ def _check_table_memory(n_states: int, n_cols: int, limits: Limits, held: int = 
                         + (f", with {held:,} bytes held beside them" if held else ""))
 
 
-def _subset_construction(nfa: NFA, classes: np.ndarray, token_ids: list[int], n_calls: int,
+def _subset_construction(nfa: NFA, classes: np.ndarray, token_ids: list[int], calls: list[int],
                          limits: Limits, deadline: Deadline, held: int = 0, what: str = "the DFA"):
     """Reachable subsets of the NFA as a dense table.
 
-    Columns: the byte classes, then one per id of ``token_ids``, then one per call target
-    ``0..n_calls-1``. ``max_memory`` bounds the subsets, the tables and ``held`` (bytes the
-    caller keeps alive meanwhile) together; ``what`` names the DFA in a limit's message.
+    Columns: the byte classes, then one per id of ``token_ids``, then one per call target of
+    ``calls`` (ascending; the NFA calls no other). ``max_memory`` bounds the subsets, the
+    tables and ``held`` (bytes the caller keeps alive meanwhile) together; ``what`` names the
+    DFA in a limit's message.
     """
     n_classes = int(classes.max()) + 1
     token_col = {t: n_classes + i for i, t in enumerate(token_ids)}
     call_base = n_classes + len(token_ids)
+    call_col = {c: call_base + i for i, c in enumerate(calls)}
+    n_calls = len(calls)
     # Each byte mask as the set of its class columns, bit c for column c.
     mask_bits: dict[int, int] = {}
     for mask in set(nfa.cls) - {0}:
@@ -96,18 +99,20 @@ def _subset_construction(nfa: NFA, classes: np.ndarray, token_ids: list[int], n_
     # to the same NFA states.
     closed: dict[frozenset, frozenset] = {}
     entries = checked = len(start)  # NFA states in the subsets: an ambiguous repetition makes
+    n_cls, n_tok, n_call, n_nxt = nfa.cls, nfa.tok, nfa.call, nfa.nxt
     while work:  # them grow with the DFA (a{1,n} nested: n^2 / 2 in all)
         subset = work.popleft()
         here = index[subset]
         by_mask: dict[int, list[int]] = {}
         moves: dict[int, set[int]] = {}
         for s in subset:
-            if nfa.cls[s]:
-                by_mask.setdefault(nfa.cls[s], []).append(nfa.nxt[s])
-            elif nfa.tok[s] >= 0:
-                moves.setdefault(token_col[nfa.tok[s]], set()).add(nfa.nxt[s])
-            elif nfa.call[s] >= 0:
-                moves.setdefault(call_base + nfa.call[s], set()).add(nfa.nxt[s])
+            mask = n_cls[s]
+            if mask:
+                by_mask.setdefault(mask, []).append(n_nxt[s])
+            elif n_tok[s] >= 0:
+                moves.setdefault(token_col[n_tok[s]], set()).add(n_nxt[s])
+            elif n_call[s] >= 0:
+                moves.setdefault(call_col[n_call[s]], set()).add(n_nxt[s])
         # The byte columns move by groups: the columns the same masks hold go to the same
         # NFA states, so each group's target is made once (a string body's mask holds most
         # columns).
@@ -407,7 +412,7 @@ def determinize(nfa: NFA, classes: np.ndarray, token_ids: list[int], n_calls: in
     """The canonical minimal DFA of ``nfa`` over fixed columns: (delta, accept, start);
     ``held``: bytes the caller keeps alive meanwhile, counted against ``max_memory``;
     ``what`` names the DFA in a limit's message."""
-    delta, accept, start, used = determinize_used(nfa, classes, token_ids, n_calls, limits, deadline, held, what)
+    delta, accept, start, used = determinize_used(nfa, classes, token_ids, limits, deadline, held, what)
     n_cols = int(classes.max()) + 1 + len(token_ids) + n_calls
     if len(used) == n_cols:
         return delta, accept, start
@@ -416,18 +421,23 @@ def determinize(nfa: NFA, classes: np.ndarray, token_ids: list[int], n_calls: in
     return full, accept, start
 
 
-def determinize_used(nfa: NFA, classes: np.ndarray, token_ids: list[int], n_calls: int,
+def determinize_used(nfa: NFA, classes: np.ndarray, token_ids: list[int],
                      limits: Limits, deadline: Deadline, held: int = 0,
                      what: str = "the DFA") -> tuple[np.ndarray, np.ndarray, int, np.ndarray]:
     """:func:`determinize` with only the columns some state takes: ``(delta[:, used],
-    accept, start, used)``. A PDA rule's table has a
-    column per rule and calls few of them: minimising and renumbering on the used columns
-    (the numbering only follows live edges, so it is the same) keeps their int64 temporaries
-    the rule's size, and the rule is held compact until the PDA's table is stacked."""
-    delta, accept = _subset_construction(nfa, classes, token_ids, n_calls, limits, deadline, held, what)
+    accept, start, used)``, ``used`` ascending, call target ``r`` being column
+    ``B + T + r``. A PDA rule calls few of the grammar's rules: the subset construction
+    makes columns for those only, minimising and renumbering on the used columns (the
+    numbering only follows live edges, so it is the same) keeps their int64 temporaries the
+    rule's size, and the rule is held compact until the PDA's table is stacked."""
+    calls = sorted({c for c in nfa.call if c >= 0})
+    delta, accept = _subset_construction(nfa, classes, token_ids, calls, limits, deadline, held, what)
     used = np.flatnonzero(delta.any(axis=0))
     if len(used) < delta.shape[1]:
         delta = np.ascontiguousarray(delta[:, used])
+    call_base = int(classes.max()) + 1 + len(token_ids)
+    is_call = used >= call_base
+    used[is_call] = call_base + np.array(calls, dtype=np.int64)[used[is_call] - call_base]
     block = minimize(delta, accept, deadline)
     delta, accept, start = canonical(delta, accept, block, start=1)
     return delta, accept, start, used

@@ -119,11 +119,11 @@ def build_pda(grammar: Grammar, limits: Limits = DEFAULT_LIMITS, collapse: bool 
             parts.append(_chain_dfa(item, lo, hi, first_call, calls))
         else:
             assert nfa is not None  # built above for every rule but the chains
-            parts.append(determinize_used(nfa, classes, token_ids, len(names), limits, deadline, held,
+            parts.append(determinize_used(nfa, classes, token_ids, limits, deadline, held,
                                           what=f"the DFA of rule {name!r}"))
         held += parts[-1][0].nbytes
     del nfas
-    n_cols = int(classes.max()) + 1 + len(token_ids) + len(names)
+    n_cols = first_call
     n_nodes = 1 + sum(len(accept) - 1 for _, accept, _, _ in parts)
     limits.check_memory(4 * n_nodes * n_cols + held, f"the PDA node table of {n_nodes:,} nodes x {n_cols} columns")
     return _stack(parts, n_cols, classes, token_ids, tuple(names))
@@ -154,8 +154,9 @@ def _chain_dfa(item: str, lo: int, hi: int, first_call: int,
 
 
 def _stack(parts, n_cols: int, classes: np.ndarray, token_ids: list[int], names: tuple[str, ...]) -> PDATable:
-    """Put the rules' DFAs (each on its used columns) into one node space of ``n_cols``
-    columns: node 0 dead, then each rule's live states. A part is dropped once copied."""
+    """Put the rules' DFAs (each on its used columns) into one node space: node 0 dead, then
+    each rule's live states; their read columns (the first ``n_cols``) into one dense table,
+    their call columns into the sparse call arrays. A part is dropped once copied."""
     sizes = [len(accept) - 1 for _, accept, _, _ in parts]
     base = np.concatenate([[1], 1 + np.cumsum(sizes)[:-1]]).astype(np.int64)
     n_nodes = 1 + sum(sizes)
@@ -163,17 +164,28 @@ def _stack(parts, n_cols: int, classes: np.ndarray, token_ids: list[int], names:
     accept = np.zeros(n_nodes, dtype=bool)
     node_rule = np.full(n_nodes, -1, dtype=np.int32)
     rule_start = np.zeros(len(parts), dtype=np.int32)
+    call_nodes, call_rules, call_returns = [], [], []
     for r in range(len(parts)):
         d, acc, start, used = parts[r]
         parts[r] = None
         lo, hi = base[r], base[r] + sizes[r]
         local = d[1:]
-        delta[lo:hi, used] = np.where(local != DEAD, local + (lo - 1), DEAD)
+        reads = used < n_cols
+        delta[lo:hi, used[reads]] = np.where(local[:, reads] != DEAD, local[:, reads] + (lo - 1), DEAD)
+        calls = local[:, ~reads]
+        rows, cols = np.nonzero(calls != DEAD)  # by node, then rule (``used`` ascends)
+        call_nodes.append(rows + lo)
+        call_rules.append(used[~reads][cols] - n_cols)
+        call_returns.append(calls[rows, cols].astype(np.int64) + (lo - 1))
         accept[lo:hi] = acc[1:]
         node_rule[lo:hi] = r
         rule_start[r] = lo + start - 1
     nbc = int(classes.max()) + 1
     delta, classes = merge_byte_columns(delta, classes, nbc)
+    nodes = np.concatenate(call_nodes)
     return PDATable(delta=delta, byte_class=classes, token_ids=np.array(token_ids, dtype=np.int32),
                     accept=accept, node_rule=node_rule, rule_start=rule_start, start_rule=0,
-                    rule_names=names)
+                    rule_names=names,
+                    call_indptr=np.concatenate([[0], np.cumsum(np.bincount(nodes, minlength=n_nodes))]).astype(np.int64),
+                    call_rule=np.concatenate(call_rules).astype(np.int32),
+                    call_return=np.concatenate(call_returns).astype(np.int32))

@@ -40,6 +40,9 @@ FINGERPRINT_ARTIFACT_VERSION = 5
 MEMBERS_ARTIFACT_VERSION = 6
 #: Layout 7: a plan that routes member names by pattern (docs/format/gmask-v1.md, 11.10).
 PATTERNS_ARTIFACT_VERSION = 7
+#: Layout 8: every ``pda`` artifact, bound or not, with or without a plan: its calls are
+#: sparse arrays instead of a column per rule (docs/format/gmask-v1.md, 11.11).
+SPARSE_CALLS_ARTIFACT_VERSION = 8
 
 
 @dataclass(frozen=True)

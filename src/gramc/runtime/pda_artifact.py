@@ -3,7 +3,9 @@
 The runtime reads the vocabulary's token bytes (to check the few stack-dependent tokens and to
 spell forced tokens), but a bound PDA artifact binds its vocabulary by fingerprint only
 (layout 5): the decoder passes its vocabulary to ``gramc.load``, and hundreds of artifacts of
-one model share it. Files of layouts 1 and 3 stored the bytes; they are still read.
+one model share it. Files of layouts 1 and 3 stored the bytes; they are still read. Every PDA
+artifact is written as layout 8 (its calls sparse); files of layouts 1 and 3-7, a call column
+per rule, are still read.
 """
 
 from __future__ import annotations
@@ -19,17 +21,12 @@ from gramc.automata.trie import trie_for
 from gramc.bitmask import SparseRows, n_words, sparse_rows
 from gramc.errors import LimitExceededError
 from gramc.limits import DEFAULT_LIMITS, DEFAULT_RUNTIME_LIMITS, Deadline, Limits, RuntimeLimits
-from gramc.runtime.artifact import FINGERPRINT_ARTIFACT_VERSION, Artifact, VocabInfo
+from gramc.runtime.artifact import FINGERPRINT_ARTIFACT_VERSION, SPARSE_CALLS_ARTIFACT_VERSION, Artifact, VocabInfo
 from gramc.runtime.pda_finish import Edges, finish_ranks
 from gramc.runtime.pda_tokens import PDATokenTable
 from gramc.vocab import Vocab
 
 
-#: Artifact layout version of unbound PDA artifacts (bound ones are layout 5, see
-#: :data:`~gramc.runtime.artifact.FINGERPRINT_ARTIFACT_VERSION`): layout 3 stores each
-#: distinct node row once (``nodes.rows`` and ``nodes.row_of``, docs/format/gmask-v1.md 11.5);
-#: layout 1 files, one row per node (``nodes.accepted``), are still read.
-PDA_ARTIFACT_VERSION = 3
 
 
 @dataclass(eq=False)
@@ -50,8 +47,11 @@ class PDAArtifact(Artifact):
     depth: int = DEFAULT_DEPTH
 
     kind = "pda"
-    layout = PDA_ARTIFACT_VERSION
+    layout = SPARSE_CALLS_ARTIFACT_VERSION
     reads_token_bytes = True
+
+    def _layout(self) -> int:
+        return SPARSE_CALLS_ARTIFACT_VERSION  # whatever the binding and the plan
 
     @classmethod
     def bound(cls, pda: PDATable, meta: dict, vocab: Vocab, *, lazy: bool = False,
@@ -89,7 +89,7 @@ class PDAArtifact(Artifact):
         arrays = {f"pda.{k}": v for k, v in self.pda.arrays().items()}
         pda = self.pda
         if meta["artifact_version"] >= FINGERPRINT_ARTIFACT_VERSION:  # bound, or unbound with a members plan
-            arrays["pda.finish_rank"] = finish_ranks(Edges(pda.delta, pda.call_base), pda.accept,
+            arrays["pda.finish_rank"] = finish_ranks(Edges(pda), pda.accept,
                                                      pda.node_rule, pda.rule_start)
         if self.vocab is not None:
             t = self.token_table  # raises while it awaits its vocabulary

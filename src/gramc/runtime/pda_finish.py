@@ -20,20 +20,18 @@ from __future__ import annotations
 
 import numpy as np
 
+from gramc.automata.pda_table import PDATable
 from gramc.automata.tables import DEAD
 from gramc.runtime.validate import NARROW_FRONTIER, grouped, members
 
 
 class Edges:
-    """The edges of a PDA's node table ``delta``: ``src``, ``dst`` and ``called`` (the rule a
-    call column calls, or a negative number for a column that reads), one entry per
-    non-dead transition; ``call_base`` is the first call column."""
+    """The edges of a PDA table: ``src``, ``dst`` and ``called`` (the rule a call enters, or
+    -1 for a read), one entry per transition (:meth:`PDATable.edges`)."""
 
-    def __init__(self, delta: np.ndarray, call_base: int):
-        self.n_nodes = len(delta)
-        self.src, col = np.nonzero(delta != DEAD)
-        self.dst = delta[self.src, col]
-        self.called = col.astype(np.int64) - call_base
+    def __init__(self, table: PDATable):
+        self.n_nodes = table.n_nodes
+        self.src, self.dst, self.called = table.edges()
 
 
 def unfinished(ranks: np.ndarray) -> int | None:

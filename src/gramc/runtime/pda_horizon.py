@@ -34,17 +34,17 @@ def horizon_representatives(table: PDATable, depth: int) -> np.ndarray:
     own = np.unique(call_nodes[table.nullable()[call_rules]])
     base[own] = 2 + own
     base[DEAD] = 2 + DEAD
-    ptr, lo, hi, targets = _entries(table.delta, table.call_base, call_nodes, call_rules, call_rets)
+    ptr, lo, hi, targets = _entries(table.delta, call_nodes, call_rules, call_rets)
     return _refine(ptr, lo, hi, targets, base, int(depth))
 
 
 @numba.njit(cache=True, nogil=True)
-def _entries(delta, call_base, call_nodes, call_rules, call_rets):
+def _entries(delta, call_nodes, call_rules, call_rets):
     """Each node's live columns as runs (first and last column, target) in column order:
-    its byte and token columns (``delta`` before ``call_base``), then its calls (the call
-    entries, by node then rule, one run each); and where each node's runs start (``ptr``).
-    A row's runs are maximal, so equal rows have equal runs."""
-    n = delta.shape[0]
+    its byte and token columns (``delta``), then its calls (the call entries, by node then
+    rule, one run each, rule ``r`` standing as column ``delta.shape[1] + r``); and where each
+    node's runs start (``ptr``). A row's runs are maximal, so equal rows have equal runs."""
+    n, call_base = delta.shape
     ptr = np.zeros(n + 1, np.int64)
     for v in range(n):
         count = 0

@@ -11,11 +11,11 @@ from __future__ import annotations
 import numpy as np
 
 from gramc.automata.pda_bind import NodeTokens
-from gramc.automata.pda_table import PDATable
+from gramc.automata.pda_table import Calls, PDATable
 from gramc.automata.tables import DEAD
 from gramc.bitmask import SparseRows
 from gramc.formats.limits import ReadLimits
-from gramc.runtime.artifact import FINGERPRINT_ARTIFACT_VERSION, VocabInfo
+from gramc.runtime.artifact import FINGERPRINT_ARTIFACT_VERSION, SPARSE_CALLS_ARTIFACT_VERSION, VocabInfo
 from gramc.runtime.pda_artifact import PDAArtifact, pda_from_parts
 from gramc.runtime.pda_finish import Edges, finish_ranks, unfinished, unjustified
 from gramc.runtime.validate import check_arrays, get_field, in_range, no_extra, require
@@ -29,6 +29,12 @@ _PDA_ARRAYS = {
     "pda.accept": (np.bool_, 1),
     "pda.node_rule": (np.int32, 1),
     "pda.rule_start": (np.int32, 1),
+}
+#: Layout 8's sparse calls (before it, a call column per rule in ``pda.delta``).
+_CALL_ARRAYS = {
+    "pda.call_indptr": (np.int64, 1),
+    "pda.call_rule": (np.int32, 1),
+    "pda.call_return": (np.int32, 1),
 }
 #: Layout 5's proof that every node can finish its rule (:mod:`gramc.runtime.pda_finish`).
 _RANKS = {"pda.finish_rank": (np.int32, 1)}
@@ -59,10 +65,12 @@ def read_payload(meta: dict, arrays: dict, source: dict, info: VocabInfo | None,
     version = meta["artifact_version"]  # an int: checked by the reader
     stores_bytes = version < FINGERPRINT_ARTIFACT_VERSION  # 5 and later bind by fingerprint
     spec = _NODE_ARRAYS_V1 if version == 1 else _NODE_ARRAYS_V3 if stores_bytes else _NODE_ARRAYS
-    no_extra(arrays, _PDA_ARRAYS, spec if info else {}, {} if stores_bytes else _RANKS)
+    sparse_calls = version >= SPARSE_CALLS_ARTIFACT_VERSION
+    no_extra(arrays, _PDA_ARRAYS, spec if info else {}, {} if stores_bytes else _RANKS,
+             _CALL_ARRAYS if sparse_calls else {})
     if not stores_bytes:
         check_arrays(arrays, _RANKS)
-    pda, depth = read_pda(meta, arrays, None if stores_bytes else arrays["pda.finish_rank"])
+    pda, depth = read_pda(meta, arrays, None if stores_bytes else arrays["pda.finish_rank"], sparse_calls)
     if info is None:
         return pda_from_parts(pda, source, depth, None, None, None)
     check_arrays(arrays, spec)
@@ -110,17 +118,27 @@ def _sparse_rows(arrays: dict, vocab_size: int) -> SparseRows:
     return SparseRows(indptr, ids, complement, vocab_size)
 
 
-def read_pda(meta: dict, arrays: dict, ranks: np.ndarray | None = None) -> tuple[PDATable, int]:
+def read_pda(meta: dict, arrays: dict, ranks: np.ndarray | None = None,
+             sparse_calls: bool = True) -> tuple[PDATable, int]:
     """The PDA section and its expansion depth, fully checked (shapes, ranges, rule
     structure, productivity: by the file's ``ranks``, a proof checked edge by edge, where
-    layout 5 stores them, else found by propagation)."""
+    layout 5 stores them, else found by propagation). Files before layout 8 (not
+    ``sparse_calls``) have a call column per rule in ``pda.delta``, made sparse here."""
     check_arrays(arrays, _PDA_ARRAYS)
     delta, classes = arrays["pda.delta"], arrays["pda.byte_class"]
     token_ids, accept = arrays["pda.token_ids"], arrays["pda.accept"]
     node_rule, rule_start = arrays["pda.node_rule"], arrays["pda.rule_start"]
     n_nodes, n_cols = delta.shape
     n_rules = len(rule_start)
-    n_byte_cols = n_cols - len(token_ids) - n_rules
+    if sparse_calls:
+        check_arrays(arrays, _CALL_ARRAYS)
+        calls = Calls(call_indptr=arrays["pda.call_indptr"], call_rule=arrays["pda.call_rule"],
+                      call_return=arrays["pda.call_return"])
+    else:
+        require(n_cols > n_rules, "pda.delta has too few columns")
+        delta, calls = _split_calls(delta, n_cols - n_rules)
+        n_cols -= n_rules
+    n_byte_cols = n_cols - len(token_ids)
     info = get_field(meta, "pda", dict)
     names = get_field(info, "rule_names", list, "metadata.pda")
     start_rule = get_field(info, "start_rule", int, "metadata.pda")
@@ -138,8 +156,13 @@ def read_pda(meta: dict, arrays: dict, ranks: np.ndarray | None = None) -> tuple
     require(bool(np.all(node_rule[rule_start] == np.arange(n_rules))), "pda.rule_start nodes must belong to their rules")
     require(bool(np.all(token_ids[1:] > token_ids[:-1])), "pda.token_ids must be strictly ascending")
     in_range("pda.token_ids", token_ids, 0, 2**31 - 1)
-    edges = Edges(delta, n_cols - n_rules)
-    require(bool(np.all(node_rule[edges.dst] == node_rule[edges.src])), "pda.delta must stay inside each rule")
+    _check_calls(calls, n_nodes, n_rules)
+    table = PDATable(delta=delta, byte_class=classes, token_ids=token_ids, accept=accept,
+                     node_rule=node_rule, rule_start=rule_start, start_rule=start_rule,
+                     rule_names=tuple(names), **calls)
+    edges = Edges(table)
+    require(bool(np.all(node_rule[edges.dst] == node_rule[edges.src])),
+            "pda.delta and pda.call_return must stay inside each rule")
     if ranks is None:
         bad = unfinished(finish_ranks(edges, accept, node_rule, rule_start))
     else:
@@ -147,8 +170,32 @@ def read_pda(meta: dict, arrays: dict, ranks: np.ndarray | None = None) -> tuple
         bad = unjustified(edges, accept, rule_start, ranks)
     require(bad is None, f"pda: node {bad} cannot finish its rule" + ("" if ranks is None else
             " (pda.finish_rank shows no way)"))
-    return PDATable(delta=delta, byte_class=classes, token_ids=token_ids, accept=accept,
-                    node_rule=node_rule, rule_start=rule_start, start_rule=start_rule,
-                    rule_names=tuple(names)), depth
+    return table, depth
+
+
+def _split_calls(delta: np.ndarray, call_base: int) -> tuple[np.ndarray, Calls]:
+    """A table of layouts 1-7 (call columns from ``call_base`` on) as its read columns and
+    its sparse calls."""
+    calls = delta[:, call_base:]
+    nodes, rules = np.nonzero(calls != DEAD)
+    indptr = np.concatenate([[0], np.cumsum(np.bincount(nodes, minlength=len(delta)))]).astype(np.int64)
+    return np.ascontiguousarray(delta[:, :call_base]), Calls(
+        call_indptr=indptr, call_rule=rules.astype(np.int32), call_return=calls[nodes, rules])
+
+
+def _check_calls(calls: Calls, n_nodes: int, n_rules: int) -> None:
+    """The sparse calls: each node's entries (none for node 0) by strictly ascending rule,
+    every rule in range, every return a live node."""
+    indptr, rule, ret = calls["call_indptr"], calls["call_rule"], calls["call_return"]
+    require(indptr.shape == (n_nodes + 1,) and indptr[0] == 0 and indptr[1] == 0 and indptr[-1] == len(rule)
+            and bool(np.all(indptr[1:] >= indptr[:-1])),
+            "pda.call_indptr must run from 0 to len(pda.call_rule), node 0 calling nothing")
+    require(ret.shape == rule.shape, "pda.call_rule and pda.call_return differ in length")
+    in_range("pda.call_rule", rule, 0, n_rules)
+    in_range("pda.call_return", ret, 1, n_nodes)
+    ascending = rule[1:] > rule[:-1]
+    starts = indptr[1:-1]
+    ascending[starts[(starts > 0) & (starts < len(rule))] - 1] = True  # a node's first call follows another node's
+    require(bool(ascending.all()), "pda.call_rule must be strictly ascending within each node")
 
 

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from gramc.automata.bind import TokenRows, bind_state, forced_lengths
-from gramc.automata.pda_table import PDATable
+from gramc.automata.pda_table import PDATable, no_calls
 from gramc.automata.tables import DEAD, DFATable
 from gramc.automata.trie import TokenTrie
 from gramc.bitmask import csr_subset, distinct_rows, n_words, pack_rows, set_bits, unpack_row
@@ -322,4 +322,4 @@ def _without_calls(dfa: DFATable) -> PDATable:
     # from a file is copied to a writeable one, as walk_tokens does.
     return PDATable(delta=np.require(dfa.delta, np.int32, ["C", "W"]), byte_class=dfa.byte_class,
                     token_ids=dfa.token_ids, accept=np.zeros(n, dtype=bool), node_rule=np.zeros(n, dtype=np.int32),
-                    rule_start=np.zeros(0, dtype=np.int32), start_rule=0, rule_names=())
+                    rule_start=np.zeros(0, dtype=np.int32), start_rule=0, rule_names=(), **no_calls(n))
