@@ -140,9 +140,10 @@ def test_layout_5_is_only_for_artifacts_that_read_token_bytes(art):
         gramc.from_bytes(_tamper(art, x=lambda m, a: m.__setitem__("artifact_version", 5)))
 
 
-def test_layout_3_is_only_for_pda_artifacts(art):
-    with pytest.raises(ArtifactFormatError, match="layout 3 has no 'dfa' kind"):
-        gramc.from_bytes(_tamper(art, x=lambda m, a: m.__setitem__("artifact_version", 3)))
+@pytest.mark.parametrize("layout", [3, 8])
+def test_layouts_3_and_8_are_only_for_pda_artifacts(art, layout):
+    with pytest.raises(ArtifactFormatError, match=f"layout {layout} has no 'dfa' kind"):
+        gramc.from_bytes(_tamper(art, x=lambda m, a: m.__setitem__("artifact_version", layout)))
 
 
 def _as_layout_5(meta, arrays):

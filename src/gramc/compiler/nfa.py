@@ -121,12 +121,27 @@ class _Builder:
         return tail
 
     def build_machine(self, m: Machine, out: int) -> int:
-        """A copy of the DFA: a split per state (its transitions, and ``out`` where final)."""
-        heads = [self.add(eps=()) for _ in range(m.n_states)]
+        """A copy of the DFA: a split per state (its transitions, and ``out`` where final),
+        then a byte edge per transition, row by row (appended in bulk: as :meth:`add` would,
+        limit checks included)."""
+        n = self.nfa
+        base = len(n.nxt)
+        k = m.n_states
+        edges = [(q, mask, t) for q, row in enumerate(m.edges) for mask, t in row]
+        first = base + k  # the first edge state
+        eps: list[tuple[int, ...]] = []
+        e = first
         for q, row in enumerate(m.edges):
-            moves = tuple(self.add(cls=mask, nxt=heads[t]) for mask, t in row)
-            self.nfa.eps[heads[q]] = moves + ((out,) if m.accept[q] else ())
-        return heads[m.start]
+            eps.append(tuple(range(e, e + len(row))) + ((out,) if m.accept[q] else ()))
+            e += len(row)
+        n.cls += [0] * k + [mask for _, mask, _ in edges]
+        n.nxt += [-1] * k + [base + t for _, _, t in edges]
+        n.tok += [-1] * (k + len(edges))
+        n.call += [-1] * (k + len(edges))
+        n.eps += eps + [()] * len(edges)
+        for count in range((base // 4096 + 1) * 4096, len(n.nxt) + 1, 4096):
+            self.limits.check("max_nfa_states", count, self.where)
+        return base + m.start
 
     def build_ref(self, name: str, out: int) -> Call[int]:
         if name in self.inlining:
