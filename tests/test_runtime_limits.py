@@ -21,7 +21,7 @@ from earley import EarleyOracle
 from gramc.compiler.passes import optimize
 from gramc.compiler.pda import build_pda
 from gramc.errors import GramcError
-from gramc.runtime.cache import LRUCache
+from gramc.runtime.cache import LRUCache, RowPool
 from gramc.runtime.pda_artifact import PDAArtifact
 from paths import shared_path
 from test_pda import GRAMMARS, make_vocab, oracle_item, oracle_mask, pda_artifact, walk_against_oracle
@@ -62,6 +62,47 @@ def test_lru_cache_keeps_the_most_recently_used_entries(bound, ops):
                 model.append(key)
         assert list(cache) == model and not evicted
     assert cache.stats()["entries"] == len(model) <= bound
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.lists(st.integers(0, 3), min_size=2, max_size=2), max_size=30))
+def test_row_pool_shares_equal_rows_only(rows):
+    """Equal rows come back as one array, unequal ones as themselves; the pool holds no row
+    alive on its own."""
+    pool: RowPool = RowPool()
+    held: list[np.ndarray] = []
+    for values in rows:
+        row = np.array(values, dtype=np.uint32)
+        first = next((h for h in held if np.array_equal(h, row)), row)
+        assert pool.shared(row) is first
+        held.append(first)
+    assert len(pool) == len({tuple(r) for r in rows})
+    held.clear()
+    row = first = None
+    assert len(pool) == 0
+
+
+def test_row_pool_keeps_rows_apart_on_a_hash_collision(monkeypatch):
+    """Rows are compared whole: a hash every row shares only loses the sharing."""
+    import gramc.runtime.cache as cache
+
+    monkeypatch.setattr(cache, "hash", lambda _: 7, raising=False)
+    pool = RowPool()
+    a, b = np.array([1, 2], np.uint32), np.array([3, 4], np.uint32)
+    assert pool.shared(a) is a and pool.shared(b) is b and pool.shared(np.array([3, 4], np.uint32)) is b
+
+
+def test_equal_pda_masks_share_one_row():
+    """Over a JSON document, configurations with equal masks hand out one array (and the
+    masks stay the oracle's: see the tests above)."""
+    art = pda_artifact(GRAMMARS["json_like"], make_vocab(), lazy=True)
+    m = art.matcher(max_rollback=0)
+    seen: dict[bytes, np.ndarray] = {}
+    for ch in b'{"a":[1,{"b":true},["ab",2]],"ba":{"a":[true,[1]]}}':
+        words = art.token_table.words(m._state)
+        assert seen.setdefault(words.tobytes(), words) is words
+        assert m.commit_bytes(bytes([ch]))
+    assert len(seen) > 3
 
 
 def test_runtime_limits_refuse_bounds_below_one():

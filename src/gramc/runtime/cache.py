@@ -3,13 +3,18 @@
 Every cache the runtime fills while it serves masks is one of these (or is reset wholesale
 past its bound), sized by :class:`gramc.limits.RuntimeLimits`, so a long-running process
 keeps bounded memory. Lookups and inserts are O(1) (an ``OrderedDict``); evictions are
-counted for :meth:`stats`, which tests and the soak benchmark read.
+counted for :meth:`LRUCache.stats`, which tests and the soak benchmark read.
+
+A :class:`RowPool` lets those caches share equal rows; it holds none itself.
 """
 
 from __future__ import annotations
 
+import weakref
 from collections import OrderedDict
 from typing import Any, Callable, Hashable
+
+import numpy as np
 
 _MISSING = object()
 
@@ -79,3 +84,32 @@ class LRUCache:
     def stats(self) -> dict[str, int]:
         """Entries now, the bound, and evictions so far."""
         return {"entries": len(self._data), "max_entries": self.max_entries, "evictions": self.evictions}
+
+
+class RowPool:
+    """Equal read-only rows share one array.
+
+    Many configurations of a grammar have the same mask (every place a boolean may start,
+    say), and a mask is copied out of its row at every step: rows that are one array stay in
+    the processor's cache, where one array per configuration (16 KB each for a 128k
+    vocabulary) would not. Rows are found by a hash of their bytes and compared whole, so a
+    collision only loses the sharing. The pool refers to its rows weakly: a row lives as long
+    as a bounded cache holds it, and the pool never keeps one alive.
+    """
+
+    __slots__ = ("_rows",)
+
+    def __init__(self) -> None:
+        self._rows: weakref.WeakValueDictionary[int, np.ndarray] = weakref.WeakValueDictionary()
+
+    def shared(self, row: np.ndarray) -> np.ndarray:
+        """The pool's array equal to ``row`` (``row`` itself, now pooled, if none is)."""
+        h = hash(row.tobytes())
+        old = self._rows.get(h)
+        if old is not None and old.dtype == row.dtype and np.array_equal(old, row):
+            return old
+        self._rows[h] = row
+        return row
+
+    def __len__(self) -> int:
+        return len(self._rows)

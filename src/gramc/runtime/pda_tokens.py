@@ -22,7 +22,7 @@ from gramc.automata.pda_table import PDATable
 from gramc.automata.trie import TokenTrie, trie_for
 from gramc.bitmask import n_words, set_bits, unpack_row
 from gramc.limits import DEFAULT_RUNTIME_LIMITS, RuntimeLimits
-from gramc.runtime.cache import LRUCache
+from gramc.runtime.cache import LRUCache, RowPool
 from gramc.runtime.earley import ChartSet, ChartView, EarleyParser
 from gramc.runtime.pda_stack_dfa import StackDFA, TooLarge
 from gramc.vocab import Vocab
@@ -138,6 +138,7 @@ class PDATokenTable:
         self._memo = LRUCache(limits.mask_rows)  # packed rows by configuration key
         self._masks = LRUCache(limits.bool_masks)  # bool masks by (key, size)
         self._walks = LRUCache(limits.walk_rows)  # by canonical key: see _by_walk
+        self._pool = RowPool()  # the memoised masks' distinct rows (see _words)
         self._steps = LRUCache(limits.commit_steps)  # by (configuration key, token): see step
         self.parser.max_paths = limits.commit_paths
         # Node rows bound at run time are a cache too (stored ones are the artifact's data).
@@ -299,6 +300,8 @@ class PDATokenTable:
             self._stack.clear()
 
     def _words(self, chart: Sequence[ChartSet], key: int | None) -> np.ndarray:
+        """The memoised mask of ``key``, else a computed one; configurations with equal masks
+        share one row (a few distinct rows serve a document's hundreds of configurations)."""
         if key is not None:
             hit = self._memo.get(key)
             if hit is not None:
@@ -306,7 +309,7 @@ class PDATokenTable:
         out = self._compute(chart, key)
         out.flags.writeable = False
         if key is not None:
-            self._memo.put(key, out)
+            out = self._memo.put(key, self._pool.shared(out))
         return out
 
     def _compute(self, chart: Sequence[ChartSet], key: int | None) -> np.ndarray:
