@@ -204,6 +204,36 @@ def test_an_artifact_whose_regions_do_not_fit_stores_no_rows(name, monkeypatch):
         walk_against_oracle(back.matcher(), oracle.initial(), oracle, vocab, rng, 14, (name, walk))
 
 
+@pytest.mark.parametrize("name", ["json_like", "arith", "counted_calls"])
+def test_an_expansion_past_its_configuration_budget_is_made_shallower(name, monkeypatch):
+    """The configurations the expanded states hold together are bounded as their number is
+    (the work grows with them): past the budget the expansion is retried with fewer calls
+    expanded, and the stored rows it gives keep masks exact."""
+    from gramc.automata import pda_bind
+
+    table = build_pda(optimize(GRAMMARS[name]))
+    depths = []
+    real = pda_bind.Expansion
+
+    def recording(*args, **kwargs):
+        grown = real(*args, **kwargs)
+        depths.append(grown.depth)
+        return grown
+
+    monkeypatch.setattr(pda_bind, "Expansion", recording)
+    pda_bind.expand(table, 2)
+    assert depths == [2]  # fits the default budget
+    depths.clear()
+    monkeypatch.setattr(pda_bind, "MAX_EXPANDED_CONFIGS", 12)
+    g, vocab = GRAMMARS[name], make_vocab()
+    art = pda_artifact(g, vocab)
+    assert depths[0] == 2 and len(depths) > 1, depths  # retried shallower
+    oracle = EarleyOracle(g)
+    rng = np.random.default_rng(len(name) + 19)
+    for walk in range(4):
+        walk_against_oracle(art.matcher(), oracle.initial(), oracle, vocab, rng, 14, (name, walk))
+
+
 def test_strategies_are_a_subsequence_ending_in_rows():
     table = pda_artifact(GRAMMARS["json_like"], make_vocab()).token_table
     assert table.strategies == ("stored_rows", "walk", "rows")

@@ -60,6 +60,10 @@ class ExpandedDFA:
 
 #: States of the expanded automaton before a shallower expansion is tried.
 MAX_EXPANDED_STATES = 50_000
+#: Configurations its states hold together before a shallower expansion is tried: a state's
+#: moves cost its configurations, and where every rule may return into hundreds of callers
+#: a few thousand states can hold millions (a Kubernetes schema's took 40 s to expand).
+MAX_EXPANDED_CONFIGS = 250_000
 #: New expanded states between two checks of a deadline.
 DEADLINE_EVERY = 256
 
@@ -69,7 +73,8 @@ def expand(table: PDATable, depth: int = DEFAULT_DEPTH, max_states: int = MAX_EX
     """Subset construction of the regions of ``nodes`` (every node when None; see the
     module docstring), each built ``reach`` bytes deep (:class:`Expansion`).
 
-    When the automaton would exceed ``max_states``, the expansion is retried with fewer
+    When the automaton would exceed ``max_states`` (or its states together
+    :data:`MAX_EXPANDED_CONFIGS` configurations), the expansion is retried with fewer
     calls expanded (down to none, then :data:`OWN_RULE`): masks stay exact, only more tokens
     become uncertain. ``deadline`` is checked as states are added.
     """
@@ -119,7 +124,7 @@ _RETURNS: Config = ((), 0, True)
 
 
 class TooLarge(Exception):
-    """The expanded automaton would exceed its state budget."""
+    """The expanded automaton would exceed its state (or configuration) budget."""
 
 
 class LazyExpansion:
@@ -171,6 +176,7 @@ class Expansion:
     def __init__(self, table: PDATable, depth: int, max_states: int, deadline: Deadline | None = None,
                  reach: int | None = None):
         self.depth, self.max_states, self.deadline = depth, max_states, deadline
+        self.configs_left = MAX_EXPANDED_CONFIGS
         self.reach = reach
         self.n_cols = table.n_byte_classes + len(table.token_ids)
         # Each node's live (column, target) pairs, listed on first use: a lazy expansion
@@ -248,7 +254,8 @@ class Expansion:
             key, marked = self._close(configs, root)
             state = self.index.get(key)
             if state is None:
-                if len(self.index) >= self.max_states:
+                self.configs_left -= len(key)
+                if len(self.index) >= self.max_states or self.configs_left < 0:
                     raise TooLarge
                 state = self.index[key] = len(self.marks)
                 if self.deadline is not None and state % DEADLINE_EVERY == 0:
