@@ -245,8 +245,17 @@ def dense_calls(delta, indptr, rule, ret, n_rules: int):
     return out
 
 
+def as_layout_8(doc: dict) -> None:
+    """A PDA document without stored configuration masks, as layout 8 stored it."""
+    for name in [n for n in doc["arrays"] if n.startswith("configs.")]:
+        del doc["arrays"][name]
+    doc["meta"]["pda"].pop("config_depth", None)
+    doc["meta"]["artifact_version"] = 8
+
+
 def as_layout_7(doc: dict) -> None:
     """A PDA document with its calls as call columns, as layouts 1-7 stored them."""
+    as_layout_8(doc)
     calls = [get_array(doc, f"pda.call_{k}") for k in ("indptr", "rule", "return")]
     for k in ("indptr", "rule", "return"):
         del doc["arrays"][f"pda.call_{k}"]
@@ -678,9 +687,9 @@ def _():
     return load_bytes(dfa_chain(2**16, 50_257, distinct=True))
 
 
-def pda_chain(n_nodes: int, finishes: bool = True, layout: int = 8) -> bytes:
+def pda_chain(n_nodes: int, finishes: bool = True, layout: int = 9) -> bytes:
     """An unbound PDA file of one rule whose nodes are a chain reading "a" (the last one
-    accepting when ``finishes``), with its finishing ranks (layout 8) or without them (layout
+    accepting when ``finishes``), with its finishing ranks (layout 9) or without them (layout
     3: the productivity check propagates, one node per round)."""
     import numpy as np
 
@@ -882,6 +891,65 @@ def _():
     def change(doc):
         set_array(doc, "nodes.row_ids", np.random.default_rng(0).integers(0, 9, 1 << 20, dtype=np.int32))
         set_array(doc, "nodes.row_indptr", np.array([0] + [1 << 20] * (len(get_array(doc, "nodes.row_indptr")) - 1)))
+    return load_bytes(tampered("pda", change))
+
+
+@case("artifact", "pda-configs-digests-descending", error="ArtifactFormatError", match=r"configs.digest must be ascending")
+def _():
+    def change(doc):
+        set_array(doc, "configs.digest", get_array(doc, "configs.digest")[::-1].copy())
+    return load_bytes(tampered("pda", change))
+
+
+@case("artifact", "pda-configs-row-int32-max", error="ArtifactFormatError", match=r"array 'configs.row': value 2147483647")
+def _():
+    return load_bytes(tampered("pda", array_set("configs.row", 0, 2**31 - 1)))
+
+
+@case("artifact", "pda-configs-enc-indptr-2**62", error="ArtifactFormatError", match=r"configs.enc_indptr")
+def _():
+    return load_bytes(tampered("pda", array_set("configs.enc_indptr", -1, 2**62)))
+
+
+@case("artifact", "pda-configs-one-encoding-of-1M", error="ArtifactFormatError", match=r"encoding is longer than")
+def _():
+    import numpy as np
+
+    def change(doc):
+        n = len(get_array(doc, "configs.digest"))
+        set_array(doc, "configs.enc", np.random.default_rng(0).integers(0, 2**31 - 1, 1 << 20, dtype=np.int32))
+        set_array(doc, "configs.enc_indptr", np.array([0] + [1 << 20] * n, np.int64))
+    return load_bytes(tampered("pda", change))
+
+
+@case("artifact", "pda-configs-row-ids-int32-max", error="ArtifactFormatError", match=r"array 'configs.row_ids': value 2147483647")
+def _():
+    return load_bytes(tampered("pda", array_set("configs.row_ids", -1, 2**31 - 1)))
+
+
+@case("artifact", "pda-configs-depth-2**31", error="ArtifactFormatError", match=r"pda.config_depth")
+def _():
+    return load_bytes(tampered("pda", meta_set("pda.config_depth", 2**31)))
+
+
+@case("artifact", "pda-configs-depth-missing", error="ArtifactFormatError", match=r"'config_depth' is missing")
+def _():
+    return load_bytes(tampered("pda", lambda doc: doc["meta"]["pda"].pop("config_depth")))
+
+
+@case("artifact", "pda-configs-in-layout-8", error="ArtifactFormatError", match=r"unexpected arrays \['configs.")
+def _():
+    return load_bytes(tampered("pda", meta_set("artifact_version", 8)))
+
+
+@case("artifact", "pda-configs-encodings-scrambled", ok=[0, 2])
+def _():
+    # Wrong encodings only fail to match: the masks are computed instead, still exact ("(", "x").
+    import numpy as np
+
+    def change(doc):
+        enc = get_array(doc, "configs.enc")
+        set_array(doc, "configs.enc", np.random.default_rng(0).permutation(enc).astype(np.int32))
     return load_bytes(tampered("pda", change))
 
 

@@ -140,16 +140,25 @@ def test_layout_5_is_only_for_artifacts_that_read_token_bytes(art):
         gramc.from_bytes(_tamper(art, x=lambda m, a: m.__setitem__("artifact_version", 5)))
 
 
-@pytest.mark.parametrize("layout", [3, 8])
-def test_layouts_3_and_8_are_only_for_pda_artifacts(art, layout):
+@pytest.mark.parametrize("layout", [3, 8, 9])
+def test_layouts_3_8_and_9_are_only_for_pda_artifacts(art, layout):
     with pytest.raises(ArtifactFormatError, match=f"layout {layout} has no 'dfa' kind"):
         gramc.from_bytes(_tamper(art, x=lambda m, a: m.__setitem__("artifact_version", layout)))
+
+
+def _as_layout_8(meta, arrays):
+    """A bound PDA artifact's arrays as layout 8 wrote them: no stored configuration masks."""
+    for name in [n for n in arrays if n.startswith("configs.")]:
+        del arrays[name]
+    del meta["pda"]["config_depth"]
+    meta["artifact_version"] = 8
 
 
 def _as_layout_5(meta, arrays):
     """A bound PDA artifact's arrays as layouts 5-7 wrote them: a call column per rule."""
     from hostile_cases import dense_calls
 
+    _as_layout_8(meta, arrays)
     calls = [arrays.pop(f"pda.call_{k}") for k in ("indptr", "rule", "return")]
     arrays["pda.delta"] = dense_calls(arrays["pda.delta"], *calls, len(arrays["pda.rule_start"]))
     meta["artifact_version"] = 5
@@ -178,18 +187,20 @@ def _as_layout_1(meta, arrays):
     arrays["nodes.accepted"] = arrays.pop("nodes.rows")[arrays.pop("nodes.row_of")]
 
 
-@pytest.mark.parametrize("old_layout", [_as_layout_1, _as_layout_3, _as_layout_5])
+@pytest.mark.parametrize("old_layout", [_as_layout_1, _as_layout_3, _as_layout_5, _as_layout_8])
 def test_older_pda_layouts_are_still_read(pda_art, old_layout):
     """Files written before node rows were stored once each (layout 1), before the
-    vocabulary was bound by fingerprint only (layout 3) or before calls were sparse (layouts
-    1-7) read to the same artifact, with or without the decoder's vocabulary (the token bytes
-    of layouts 1 and 3 are checked against the fingerprint); layout 8 stores fewer rows than
+    vocabulary was bound by fingerprint only (layout 3), before calls were sparse (layouts
+    1-7) or before configuration masks were stored (layouts 1-8) read to the same artifact
+    (written again as layout 9), with or without the decoder's vocabulary (the token bytes of
+    layouts 1 and 3 are checked against the fingerprint); layout 9 stores fewer rows than
     nodes (most nodes share theirs)."""
     meta, arrays = pda_art.to_arrays()
-    assert meta["artifact_version"] == 8 and len(arrays["nodes.row_complement"]) < len(arrays["nodes.row_of"])
+    assert meta["artifact_version"] == 9 and len(arrays["nodes.row_complement"]) < len(arrays["nodes.row_of"])
+    assert len(arrays["configs.digest"]) > 1 and meta["pda"]["config_depth"] == 2
     assert len(arrays["pda.call_rule"]) and arrays["pda.delta"].shape[1] == pda_art.pda.n_byte_classes + len(pda_art.pda.token_ids)
     assert not any(name.startswith("vocab.") for name in arrays)
-    for vocab in (PDA_VOCAB,) if old_layout is _as_layout_5 else (PDA_VOCAB, None):  # 5 binds by fingerprint
+    for vocab in (PDA_VOCAB,) if old_layout in (_as_layout_5, _as_layout_8) else (PDA_VOCAB, None):  # by fingerprint
         old = gramc.from_bytes(_tamper(pda_art, x=old_layout), vocab=vocab)
         assert old.to_bytes() == pda_art.to_bytes()
         a, b = old.matcher(), pda_art.matcher()
@@ -330,7 +341,7 @@ def _in_layout_3(change):
         (lambda m, a: a.__setitem__("nodes.row_indptr", a["nodes.row_indptr"][:-1].copy()), "nodes.row_indptr"),
         (_set("nodes.row_indptr", -1, 10**4), "nodes.row_indptr"),
         (lambda m, a: a.__setitem__("vocab.bytes", np.zeros(3, np.uint8)), "unexpected arrays"),
-        (lambda m, a: m.__setitem__("vocab", None), r"unexpected arrays \['nodes\."),  # unbound: no node rows
+        (lambda m, a: m.__setitem__("vocab", None), r"unexpected arrays \['configs\."),  # unbound: no stored masks
         (lambda m, a: (_as_layout_5(m, a), m.__setitem__("vocab", None)), "layout of a bound artifact"),
         # layout 8's sparse calls: rules in range and ascending per node, returns live, pointers that fit
         (_set("pda.call_rule", 0, 99), "pda.call_rule"),
@@ -342,6 +353,17 @@ def _in_layout_3(change):
         (lambda m, a: a.__setitem__("pda.finish_rank", np.zeros_like(a["pda.finish_rank"])), "finish_rank shows no way"),
         (lambda m, a: a.__setitem__("pda.finish_rank", a["pda.finish_rank"][:-1].copy()), "pda.finish_rank"),
         (lambda m, a: a.pop("pda.finish_rank"), "pda.finish_rank"),
+        # layout 9's stored configuration masks: digests in order, pointers and rows that fit
+        (lambda m, a: a.__setitem__("configs.digest", a["configs.digest"][::-1].copy()), "configs.digest must be ascending"),
+        (lambda m, a: a.__setitem__("configs.row", a["configs.row"][:-1].copy()), "configs.row must have one entry"),
+        (_set("configs.row", 0, 10**4), "configs.row"),
+        (_set("configs.enc_indptr", -1, 10**6), "configs.enc_indptr"),
+        (_set("configs.row_ids", 0, len(PDA_VOCAB.tokens)), "configs.row_ids"),
+        (lambda m, a: a.__setitem__("configs.row_indptr", a["configs.row_indptr"][:-1].copy()), "configs.row_indptr"),
+        (lambda m, a: m["pda"].pop("config_depth"), "config_depth"),
+        (lambda m, a: m["pda"].__setitem__("config_depth", -1), "config_depth"),
+        (lambda m, a: a.pop("configs.enc"), "configs.enc"),
+        (lambda m, a: m.__setitem__("artifact_version", 8), r"unexpected arrays \['configs\."),
     ],
 )
 def test_hostile_pda_contents_are_rejected(pda_art, change, message):

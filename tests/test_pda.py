@@ -121,7 +121,7 @@ def test_masks_equal_the_earley_oracle_on_random_walks(name, lazy):
 
 
 @pytest.mark.parametrize("name", sorted(GRAMMARS))
-@pytest.mark.parametrize("strategies", [("stored_rows", "rows"), ("walk", "rows"), ("rows",)])
+@pytest.mark.parametrize("strategies", [("stored_configs", "rows"), ("stored_rows", "rows"), ("walk", "rows"), ("rows",)])
 def test_each_mask_strategy_of_a_loaded_artifact_equals_the_oracle(name, strategies):
     """A loaded artifact serves masks by an ordered list of strategies; each one alone (the
     walk only where the grammar allows it) gives the oracle's masks."""
@@ -236,11 +236,18 @@ def test_an_expansion_past_its_configuration_budget_is_made_shallower(name, monk
 
 def test_strategies_are_a_subsequence_ending_in_rows():
     table = pda_artifact(GRAMMARS["json_like"], make_vocab()).token_table
-    assert table.strategies == ("stored_rows", "walk", "rows")
-    for bad in [(), ("walk",), ("rows", "walk"), ("rows", "rows"), ("nope", "rows"), ("walk", "stored_rows", "rows")]:
+    every = ("stored_configs", "stored_rows", "walk", "rows")
+    assert table.strategies == every
+    for bad in [(), ("walk",), ("rows", "walk"), ("rows", "rows"), ("nope", "rows"), ("walk", "stored_rows", "rows"),
+                ("stored_rows", "stored_configs", "rows")]:
         with pytest.raises(ValueError, match="ending in 'rows'"):
             table.restrict_strategies(bad)
-    assert table.strategies == ("stored_rows", "walk", "rows")
+    assert table.strategies == every
+    assert pda_artifact(GRAMMARS["json_like"], make_vocab(), lazy=True).token_table.strategies == ("walk", "rows")
+    # A left-recursive grammar has no key at its start (a cyclic continuation): nothing to
+    # explore from, no configurations stored, no strategy for them.
+    left = pda_artifact(GRAMMARS["left_recursive_sum"], make_vocab()).token_table
+    assert left.configs is not None and not len(left.configs) and left.strategies == ("stored_rows", "rows")
 
 
 def walk_against_oracle(m, chart, oracle: EarleyOracle, vocab, rng, steps: int, label) -> None:

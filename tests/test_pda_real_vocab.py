@@ -182,14 +182,14 @@ def test_lazy_expansion_gives_the_global_node_rows(gpt2, max_states):
 
 
 def test_lazy_artifacts_bind_shallower_give_the_same_masks_and_write_the_eager_bytes(gpt2):
-    """A lazy table stores no node rows and binds them at run time at LAZY_DEPTH (more
+    """A lazy table stores no node rows (nor configuration masks) and binds them at run time at LAZY_DEPTH (more
     uncertain tokens, checked on the stack): the masks along a document are the eager ones,
     and writing gives the eager artifact's bytes."""
     vocab, _ = gpt2
     text = shared_path("corpora", "gbnf", "json.gbnf").read_text()
     eager = gramc.compile(text, format="gbnf", vocab=vocab)
     lazy = gramc.compile(text, format="gbnf", vocab=vocab, lazy=True)
-    assert eager.token_table.strategies == ("stored_rows", "walk", "rows")
+    assert eager.token_table.strategies == ("stored_configs", "stored_rows", "walk", "rows")
     assert lazy.token_table.strategies == ("walk", "rows")
     nodes = range(1, eager.pda.n_nodes)
     stored = [len(eager.token_table.node_row(n)[1]) for n in nodes]
@@ -212,7 +212,7 @@ TREE_SCHEMA = """{"type": "object", "properties": {
 
 @pytest.mark.parametrize("name, fmt", [("json.gbnf", "gbnf"), ("arithmetic.gbnf", "gbnf"), ("tree", "json_schema")])
 def test_a_lazy_compile_and_a_loaded_artifact_give_identical_masks(gpt2, name, fmt):
-    """The same engine with and without precomputed node rows: an in-memory lazy compile and
+    """The same engine with and without precomputed masks: an in-memory lazy compile and
     the artifact `gramc compile` writes, loaded with the decoder's vocabulary (which it shares
     rather than decoding its stored copy), agree on every mask of random walks."""
     vocab, _ = gpt2
@@ -233,4 +233,4 @@ def test_a_lazy_compile_and_a_loaded_artifact_give_identical_masks(gpt2, name, f
                 break
             t = int(rng.choice(choices))
             assert a.commit_token(t) and b.commit_token(t)
-    assert lazy.token_table.served["walk"] > 0 and loaded.token_table.served["stored_rows"] > 0
+    assert lazy.token_table.served["walk"] > 0 and loaded.token_table.served["stored_configs"] > 0

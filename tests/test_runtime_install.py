@@ -4,8 +4,9 @@ installed; a compile that needs lark or jsonschema, and an artifact that walks t
 decodes (which needs numba), say which extra to install; with ``gramc[numba]`` those artifacts
 give their masks too.
 
-The artifacts (a regex DFA, whose masks are stored rows, and a recursive GBNF PDA and a
-counted repetition, which walk tokens at run time) are compiled over a tiny vocabulary in
+The artifacts (a regex DFA, whose masks are stored rows; a recursive GBNF PDA, whose masks are
+stored for the configurations up to two calls deep, and walked at run time deeper; and a
+counted repetition, which walks tokens at run time) are compiled over a tiny vocabulary in
 this process; the fresh environment must give the masks this process gives. The environment
 is built by pip from a copy of the package (pyproject.toml's base dependencies resolved from
 the package index pip is configured with, as ``.ci/run``'s own install does), so a
@@ -34,11 +35,13 @@ VOCAB = [b"a", b"b", b"(", b")", b"ab", b")(", b"<eos>", b"))"]
 #: name -> (source, format, the token ids committed one by one)
 ARTIFACTS = {
     "dfa": ("(ab)+", "regex", [0, 1, 4, 6]),
-    "pda": ('root ::= "(" root ")" | "ab"', "gbnf", [2, 2, 4, 7, 6]),
+    "pda_stored": ('root ::= "(" root ")" | "ab"', "gbnf", [2, 2, 4, 7, 6]),
+    "pda": ('root ::= "(" root ")" | "ab"', "gbnf", [2, 2, 2, 2, 4, 7, 7, 6]),
     "counted": ("(ab){1,5000}", "regex", [0, 1, 4, 4, 6]),
 }
-#: The artifacts whose masks need the token walk at run time, hence numba: a PDA checks the
-#: tokens that cross a rule boundary (``))``) on the stack, a counted DFA walks its counter.
+#: The artifacts whose masks need the token walk at run time, hence numba: a PDA nested
+#: deeper than its stored configurations checks the tokens that cross a rule boundary
+#: (``))``) on the stack, a counted DFA walks its counter.
 WALKING = {"pda", "counted"}
 
 CHILD = textwrap.dedent("""
@@ -117,7 +120,7 @@ def test_runtime_only_install_loads_artifacts_without_the_compile_extra(tmp_path
         expected[name] = _walk(artifact, tokens)
         assert all(step[0] for step in expected[name][1][1:]), f"{name}: a token of the walk is refused"
         assert expected[name][1][-1][-1], f"{name}: the walk ends complete"
-    assert [expected[name][0] for name in ARTIFACTS] == ["DFAMatcher", "PDAMatcher", "CountedDFAMatcher"]
+    assert [expected[name][0] for name in ARTIFACTS] == ["DFAMatcher", "PDAMatcher", "PDAMatcher", "CountedDFAMatcher"]
 
     package = tmp_path / "package"
     package.mkdir()

@@ -43,6 +43,9 @@ PATTERNS_ARTIFACT_VERSION = 7
 #: Layout 8: every ``pda`` artifact, bound or not, with or without a plan: its calls are
 #: sparse arrays instead of a column per rule (docs/format/gmask-v1.md, 11.11).
 SPARSE_CALLS_ARTIFACT_VERSION = 8
+#: Layout 9: every ``pda`` artifact; a bound one also stores the masks of the configurations
+#: a compile-time exploration reaches (docs/format/gmask-v1.md, 11.12).
+STORED_CONFIGS_ARTIFACT_VERSION = 9
 
 
 @dataclass(frozen=True)
@@ -290,4 +293,4 @@ def has_patterns(plan: Any) -> bool:
 
 __all__ = ["Artifact", "VocabInfo", "check_vocab", "has_members", "has_patterns", "ARTIFACT_VERSION",
            "UNIQUE_ARTIFACT_VERSION", "FINGERPRINT_ARTIFACT_VERSION", "MEMBERS_ARTIFACT_VERSION",
-           "PATTERNS_ARTIFACT_VERSION"]
+           "PATTERNS_ARTIFACT_VERSION", "SPARSE_CALLS_ARTIFACT_VERSION", "STORED_CONFIGS_ARTIFACT_VERSION"]

@@ -97,18 +97,21 @@ class RowPool:
     as a bounded cache holds it, and the pool never keeps one alive.
     """
 
-    __slots__ = ("_rows",)
+    __slots__ = ("_rows", "_by_id")
 
     def __init__(self) -> None:
         self._rows: weakref.WeakValueDictionary[int, np.ndarray] = weakref.WeakValueDictionary()
+        self._by_id: weakref.WeakValueDictionary[int, np.ndarray] = weakref.WeakValueDictionary()
 
     def shared(self, row: np.ndarray) -> np.ndarray:
         """The pool's array equal to ``row`` (``row`` itself, now pooled, if none is)."""
+        if self._by_id.get(id(row)) is row:
+            return row  # pooled already (a stored row handed out again): no hashing
         h = hash(row.tobytes())
         old = self._rows.get(h)
         if old is not None and old.dtype == row.dtype and np.array_equal(old, row):
             return old
-        self._rows[h] = row
+        self._rows[h] = self._by_id[id(row)] = row
         return row
 
     def __len__(self) -> int:

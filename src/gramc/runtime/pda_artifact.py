@@ -4,8 +4,9 @@ The runtime reads the vocabulary's token bytes (to check the few stack-dependent
 spell forced tokens), but a bound PDA artifact binds its vocabulary by fingerprint only
 (layout 5): the decoder passes its vocabulary to ``gramc.load``, and hundreds of artifacts of
 one model share it. Files of layouts 1 and 3 stored the bytes; they are still read. Every PDA
-artifact is written as layout 8 (its calls sparse); files of layouts 1 and 3-7, a call column
-per rule, are still read.
+artifact is written as layout 9 (its calls sparse, and a bound one with the masks of the
+configurations an exploration reaches: :mod:`gramc.runtime.pda_configs`); files of layouts 1
+and 3-8 are still read.
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ from gramc.automata.trie import trie_for
 from gramc.bitmask import SparseRows, n_words, sparse_rows
 from gramc.errors import LimitExceededError
 from gramc.limits import DEFAULT_LIMITS, DEFAULT_RUNTIME_LIMITS, Deadline, Limits, RuntimeLimits
-from gramc.runtime.artifact import FINGERPRINT_ARTIFACT_VERSION, SPARSE_CALLS_ARTIFACT_VERSION, Artifact, VocabInfo
+from gramc.runtime.artifact import FINGERPRINT_ARTIFACT_VERSION, STORED_CONFIGS_ARTIFACT_VERSION, Artifact, VocabInfo
+from gramc.runtime.pda_configs import StoredConfigs
 from gramc.runtime.pda_finish import Edges, finish_ranks
 from gramc.runtime.pda_tokens import PDATokenTable
 from gramc.vocab import Vocab
@@ -47,27 +49,31 @@ class PDAArtifact(Artifact):
     depth: int = DEFAULT_DEPTH
 
     kind = "pda"
-    layout = SPARSE_CALLS_ARTIFACT_VERSION
+    layout = STORED_CONFIGS_ARTIFACT_VERSION
     reads_token_bytes = True
 
     def _layout(self) -> int:
-        return SPARSE_CALLS_ARTIFACT_VERSION  # whatever the binding and the plan
+        return STORED_CONFIGS_ARTIFACT_VERSION  # whatever the binding and the plan
 
     @classmethod
     def bound(cls, pda: PDATable, meta: dict, vocab: Vocab, *, lazy: bool = False,
               depth: int = DEFAULT_DEPTH, limits: Limits = DEFAULT_LIMITS,
               deadline: Deadline | None = None,
               runtime_limits: RuntimeLimits = DEFAULT_RUNTIME_LIMITS) -> "PDAArtifact":
-        """Bind ``pda`` to ``vocab``: the rows of its first :data:`MAX_STORED_NODES` nodes now
-        (eager), or none (lazy); the engine walks the stack DFA or binds the rows it lacks
-        where it needs them.
+        """Bind ``pda`` to ``vocab``: the rows of its first :data:`MAX_STORED_NODES` nodes and
+        the masks of the configurations an exploration reaches now (eager), or neither
+        (lazy); the engine walks the stack DFA or binds the rows it lacks where it needs them.
 
         ``depth`` is that of the written tables. Masks are the same either way (see
         :class:`~gramc.runtime.pda_tokens.PDATokenTable`). An eager binding checks
         ``limits.max_memory`` and ``deadline`` as :func:`~gramc.automata.pda_bind.bind_nodes`
         says. The table's caches are bounded by ``runtime_limits``."""
-        nodes = None if lazy else eager_rows(pda, trie_for(vocab), depth, limits, deadline)
-        table = PDATokenTable(pda, vocab, nodes, depth, runtime_limits)
+        if lazy:
+            return cls(pda, meta, VocabInfo.of(vocab), PDATokenTable(pda, vocab, None, depth, runtime_limits), depth)
+        nodes = eager_rows(pda, trie_for(vocab), depth, limits, deadline)
+        explorer = PDATokenTable(pda, vocab, nodes, depth, runtime_limits)
+        configs = StoredConfigs.explore(explorer, deadline=deadline)
+        table = PDATokenTable(pda, vocab, nodes, depth, runtime_limits, configs)
         return cls(pda, meta, VocabInfo.of(vocab), table, depth)
 
     def _unbound_copy_args(self) -> tuple[Any, dict]:
@@ -84,15 +90,20 @@ class PDAArtifact(Artifact):
     def to_arrays(self) -> tuple[dict, dict[str, np.ndarray]]:
         """The container metadata and arrays (a lazy artifact writes the eager tables, so the
         same source gives the same bytes either way)."""
-        meta = self._header({"start_rule": int(self.pda.start_rule),
-                             "rule_names": list(self.pda.rule_names), "depth": self.depth})
+        section: dict[str, Any] = {"start_rule": int(self.pda.start_rule),
+                                   "rule_names": list(self.pda.rule_names), "depth": self.depth}
+        t, configs = None, None
+        if self.vocab is not None:
+            t = self.token_table  # raises while it awaits its vocabulary
+            configs = t.configs if t.configs is not None else StoredConfigs.explore(t)
+            section["config_depth"] = configs.depth
+        meta = self._header(section)
         arrays = {f"pda.{k}": v for k, v in self.pda.arrays().items()}
         pda = self.pda
         if meta["artifact_version"] >= FINGERPRINT_ARTIFACT_VERSION:  # bound, or unbound with a members plan
             arrays["pda.finish_rank"] = finish_ranks(Edges(pda), pda.accept,
                                                      pda.node_rule, pda.rule_start)
-        if self.vocab is not None:
-            t = self.token_table  # raises while it awaits its vocabulary
+        if t is not None and configs is not None:
             nodes = eager_rows(self.pda, t.trie, self.depth) if t.stored is None else t.stored
             rows, row_of = nodes.distinct()
             indptr, ids, complement = sparse_rows(rows, t.vocab_size)
@@ -104,6 +115,7 @@ class PDAArtifact(Artifact):
                 "nodes.unc_indptr": np.asarray(nodes.unc_indptr, dtype=np.int64),  # uncertain ids
                 "nodes.unc_ids": np.asarray(nodes.unc_ids, dtype=np.int32),  # are 100s of MB
             })
+            arrays.update(configs.arrays())
         return meta, arrays
 
     def describe(self) -> dict[str, Any]:
@@ -117,6 +129,9 @@ class PDAArtifact(Artifact):
             out["stored_node_rows"] = int(np.count_nonzero(nodes.row_of >= 0)) if nodes.row_of is not None \
                 else self.pda.n_nodes - 1
             out["uncertain_tokens_max_per_node"] = int(np.diff(nodes.unc_indptr).max(initial=0))
+        if self._table is not None and self._table.configs is not None:
+            out["stored_configurations"] = len(self._table.configs)
+            out["stored_configuration_masks"] = len(self._table.configs.row_complement)
         return out
 
 
@@ -166,17 +181,18 @@ def eager_rows(pda: PDATable, trie, depth: int, limits: Limits = DEFAULT_LIMITS,
 
 
 def pda_from_parts(pda: PDATable, source: dict, depth: int, info: VocabInfo | None,
-                   nodes: NodeTokens | None, vocab: Vocab | None) -> PDAArtifact:
+                   nodes: NodeTokens | None, vocab: Vocab | None,
+                   configs: StoredConfigs | None = None) -> PDAArtifact:
     """An artifact from checked container parts (see :mod:`gramc.runtime.pda_reader`); a
     bound one without ``vocab`` awaits it (:meth:`~gramc.runtime.artifact.Artifact.bind`)."""
     if info is None:
         return PDAArtifact(pda, source, None, None, depth)
     if vocab is not None:
-        return PDAArtifact(pda, source, info, PDATokenTable(pda, vocab, nodes, depth), depth)
+        return PDAArtifact(pda, source, info, PDATokenTable(pda, vocab, nodes, depth, configs=configs), depth)
     art = PDAArtifact(pda, source, info, None, depth)
 
     def attach(vocab: Vocab, limits: RuntimeLimits) -> None:
-        art._table = PDATokenTable(pda, vocab, nodes, depth, limits)
+        art._table = PDATokenTable(pda, vocab, nodes, depth, limits, configs)
 
     art._await_vocab(attach)
     return art

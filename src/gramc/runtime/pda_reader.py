@@ -2,8 +2,9 @@
 
 The PDA section (``pda.*``): shapes agree, every index is in range, transitions stay inside
 their rule, every node can finish its rule. When bound, the node tables (``nodes.*``: the
-distinct node rows, sparse, and the uncertain tokens); files of layouts 1 and 3 also store the
-vocabulary's token bytes (``vocab.*``), which must match the recorded fingerprint.
+distinct node rows, sparse, and the uncertain tokens) and, from layout 9, the stored
+configuration masks (``configs.*``); files of layouts 1 and 3 also store the vocabulary's
+token bytes (``vocab.*``), which must match the recorded fingerprint.
 """
 
 from __future__ import annotations
@@ -15,8 +16,10 @@ from gramc.automata.pda_table import Calls, PDATable
 from gramc.automata.tables import DEAD
 from gramc.bitmask import SparseRows
 from gramc.formats.limits import ReadLimits
-from gramc.runtime.artifact import FINGERPRINT_ARTIFACT_VERSION, SPARSE_CALLS_ARTIFACT_VERSION, VocabInfo
+from gramc.runtime.artifact import (FINGERPRINT_ARTIFACT_VERSION, SPARSE_CALLS_ARTIFACT_VERSION,
+                                    STORED_CONFIGS_ARTIFACT_VERSION, VocabInfo)
 from gramc.runtime.pda_artifact import PDAArtifact, pda_from_parts
+from gramc.runtime.pda_configs import MAX_ENCODING, StoredConfigs
 from gramc.runtime.pda_finish import Edges, finish_ranks, unfinished, unjustified
 from gramc.runtime.validate import check_arrays, get_field, in_range, no_extra, require
 from gramc.runtime.vocab_bytes import VOCAB_BYTES_ARRAYS, bound_vocab, read_token_bytes
@@ -46,6 +49,16 @@ _NODE_ARRAYS = {
     "nodes.unc_indptr": (np.int64, 1),
     "nodes.unc_ids": (np.int32, 1),
 }
+#: Layout 9's stored configuration masks (:mod:`gramc.runtime.pda_configs`).
+_CONFIG_ARRAYS = {
+    "configs.digest": (np.uint64, 1),
+    "configs.enc_indptr": (np.int64, 1),
+    "configs.enc": (np.int32, 1),
+    "configs.row": (np.int32, 1),
+    "configs.row_indptr": (np.int64, 1),
+    "configs.row_ids": (np.int32, 1),
+    "configs.row_complement": (np.bool_, 1),
+}
 #: Layout 3 stored the distinct rows packed, and the token bytes.
 _NODE_ARRAYS_V3 = {"nodes.rows": (np.uint32, 2), "nodes.row_of": (np.int32, 1),
                    "nodes.unc_indptr": (np.int64, 1), "nodes.unc_ids": (np.int32, 1), **VOCAB_BYTES_ARRAYS}
@@ -66,8 +79,9 @@ def read_payload(meta: dict, arrays: dict, source: dict, info: VocabInfo | None,
     stores_bytes = version < FINGERPRINT_ARTIFACT_VERSION  # 5 and later bind by fingerprint
     spec = _NODE_ARRAYS_V1 if version == 1 else _NODE_ARRAYS_V3 if stores_bytes else _NODE_ARRAYS
     sparse_calls = version >= SPARSE_CALLS_ARTIFACT_VERSION
+    stores_configs = info is not None and version >= STORED_CONFIGS_ARTIFACT_VERSION
     no_extra(arrays, _PDA_ARRAYS, spec if info else {}, {} if stores_bytes else _RANKS,
-             _CALL_ARRAYS if sparse_calls else {})
+             _CALL_ARRAYS if sparse_calls else {}, _CONFIG_ARRAYS if stores_configs else {})
     if not stores_bytes:
         check_arrays(arrays, _RANKS)
     pda, depth = read_pda(meta, arrays, None if stores_bytes else arrays["pda.finish_rank"], sparse_calls)
@@ -76,6 +90,7 @@ def read_payload(meta: dict, arrays: dict, source: dict, info: VocabInfo | None,
     check_arrays(arrays, spec)
     in_range("pda.token_ids", pda.token_ids, 0, info.size)
     n = pda.n_nodes - 1
+    configs = _configs(meta, arrays, info.size) if stores_configs else None
     rows: np.ndarray | SparseRows
     if "nodes.accepted" in spec:
         rows, row_of = arrays["nodes.accepted"], None
@@ -100,21 +115,42 @@ def read_payload(meta: dict, arrays: dict, source: dict, info: VocabInfo | None,
         require(not (indptr[1:] - indptr[:-1])[row_of < 0].any(), "a node without a stored row has uncertain tokens")
     nodes = NodeTokens(accepted=rows, unc_indptr=indptr, unc_ids=ids, row_of=row_of)
     known = read_token_bytes(arrays, info, vocab) if stores_bytes else bound_vocab(info, vocab)
-    return pda_from_parts(pda, source, depth, info, nodes, known)
+    return pda_from_parts(pda, source, depth, info, nodes, known, configs)
 
 
-def _sparse_rows(arrays: dict, vocab_size: int) -> SparseRows:
-    """The node rows of layout 5 (``nodes.row_*``), checked: ids ascending within each row,
-    in ``[0, V)``."""
-    indptr, ids, complement = arrays["nodes.row_indptr"], arrays["nodes.row_ids"], arrays["nodes.row_complement"]
+def _configs(meta: dict, arrays: dict, vocab_size: int) -> StoredConfigs:
+    """Layout 9's stored configuration masks, checked: digests ascending, encodings and rows
+    partitioned by their index arrays, every entry's row in range. An encoding or digest that
+    is wrong can only fail to match (a lookup compares whole encodings), never crash."""
+    check_arrays(arrays, _CONFIG_ARRAYS)
+    depth = get_field(meta["pda"], "config_depth", int, "metadata.pda")
+    require(0 <= depth <= 64, f"pda.config_depth must be in [0, 64], got {depth}")
+    digests, indptr, enc, row = (arrays[f"configs.{k}"] for k in ("digest", "enc_indptr", "enc", "row"))
+    n = len(digests)
+    require(row.shape == (n,), "configs.row must have one entry per configs.digest entry")
+    require(bool(np.all(digests[1:] >= digests[:-1])), "configs.digest must be ascending")
+    require(indptr.shape == (n + 1,) and indptr[0] == 0 and indptr[-1] == len(enc)
+            and bool(np.all(indptr[1:] >= indptr[:-1])),
+            "configs.enc_indptr must run from 0 to len(configs.enc), one entry per configuration")
+    require(bool(np.all(np.diff(indptr) <= MAX_ENCODING)), f"a configuration encoding is longer than {MAX_ENCODING}")
+    rows = _sparse_rows(arrays, vocab_size, "configs")
+    in_range("configs.row", row, 0, len(rows))
+    return StoredConfigs(arrays, depth, vocab_size)
+
+
+def _sparse_rows(arrays: dict, vocab_size: int, section: str = "nodes") -> SparseRows:
+    """The sparse rows of layout 5's ``nodes.row_*`` (or layout 9's ``configs.row_*``),
+    checked: ids ascending within each row, in ``[0, V)``."""
+    indptr, ids, complement = (arrays[f"{section}.row_{k}"] for k in ("indptr", "ids", "complement"))
     require(indptr.shape == (len(complement) + 1,) and indptr[0] == 0 and indptr[-1] == len(ids)
             and bool(np.all(indptr[1:] >= indptr[:-1])),
-            "nodes.row_indptr must run from 0 to len(nodes.row_ids), one row per nodes.row_complement entry")
-    in_range("nodes.row_ids", ids, 0, vocab_size)
+            f"{section}.row_indptr must run from 0 to len({section}.row_ids), one row per "
+            f"{section}.row_complement entry")
+    in_range(f"{section}.row_ids", ids, 0, vocab_size)
     ascending = ids[1:] > ids[:-1]
     starts = indptr[1:-1]
     ascending[starts[(starts > 0) & (starts < len(ids))] - 1] = True  # a row's first id follows another row
-    require(bool(ascending.all()), "nodes.row_ids must be strictly ascending within each row")
+    require(bool(ascending.all()), f"{section}.row_ids must be strictly ascending within each row")
     return SparseRows(indptr, ids, complement, vocab_size)
 
 

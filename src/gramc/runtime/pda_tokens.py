@@ -24,6 +24,7 @@ from gramc.bitmask import n_words, set_bits, unpack_row
 from gramc.limits import DEFAULT_RUNTIME_LIMITS, RuntimeLimits
 from gramc.runtime.cache import LRUCache, RowPool
 from gramc.runtime.earley import ChartSet, ChartView, EarleyParser
+from gramc.runtime.pda_configs import Encoder, StoredConfigs
 from gramc.runtime.pda_stack_dfa import StackDFA, TooLarge
 from gramc.vocab import Vocab
 
@@ -60,6 +61,10 @@ class PDATokenTable:
     A configuration's mask is memoised by its key; a first-seen one is computed by the
     first strategy of :attr:`strategies` that can serve it:
 
+    ``"stored_configs"``
+        (only where the masks of the configurations a compile-time exploration reached are
+        stored, as a written artifact stores them) a lookup of the configuration's encoding
+        (:mod:`gramc.runtime.pda_configs`).
     ``"stored_rows"``
         (only where node rows were precomputed, as a written artifact stores them, for every
         node of the configuration) the OR of the nodes' accepted rows, when they leave at
@@ -75,11 +80,12 @@ class PDATokenTable:
         configuration.
 
     An in-memory compile (``lazy=True``) and a loaded ``.gmask`` run this same engine; they
-    differ only in what is precomputed (``nodes``), so their masks are identical.
+    differ only in what is precomputed (``nodes``, ``configs``), so their masks are identical.
     """
 
     def __init__(self, table: PDATable, vocab: Vocab, nodes: NodeTokens | None = None,
-                 depth: int = 2, limits: RuntimeLimits = DEFAULT_RUNTIME_LIMITS):
+                 depth: int = 2, limits: RuntimeLimits = DEFAULT_RUNTIME_LIMITS,
+                 configs: StoredConfigs | None = None):
         self.table = table
         self.parser = EarleyParser(table)
         self.vocab = vocab
@@ -110,8 +116,12 @@ class PDATokenTable:
         self._special_ids = np.array(sorted(self.special), dtype=np.int64)
         # A left-recursive grammar would grow continuations without end on the stack DFA.
         self._stack_usable = not table.left_recursive()
+        #: The stored masks of explored configurations (None: none).
+        self.configs = configs
+        self._encoder = None if configs is None else Encoder(self.parser, configs.depth)
         #: The strategy names, in the order they are tried (see the class doc).
-        self.strategies: tuple[str, ...] = (("stored_rows",) if nodes is not None else ()) + \
+        self.strategies: tuple[str, ...] = (("stored_configs",) if configs is not None and len(configs) else ()) + \
+            (("stored_rows",) if nodes is not None else ()) + \
             (("walk",) if self._stack_usable else ()) + ("rows",)
         self._strategies = tuple(getattr(self, "_by_" + name) for name in self.strategies)
         #: First-seen configurations served, by strategy name.
@@ -321,6 +331,13 @@ class PDATokenTable:
                 self.served[name] += 1
                 return out
         raise AssertionError("the 'rows' strategy serves every configuration")
+
+    def _by_stored_configs(self, chart: Sequence[ChartSet], key: int | None) -> np.ndarray | None:
+        if key is None:
+            return None
+        assert self.configs is not None and self._encoder is not None  # the strategy is listed
+        encoding = self._encoder.encode(key)
+        return None if encoding is None else self.configs.lookup(encoding)
 
     def _by_stored_rows(self, chart: Sequence[ChartSet], key: int | None) -> np.ndarray | None:
         nodes = sorted({n for n, _ in chart[-1].items})
