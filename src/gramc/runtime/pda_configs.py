@@ -22,7 +22,6 @@ from __future__ import annotations
 import hashlib
 import struct
 import weakref
-from bisect import bisect_left
 from collections import deque
 from typing import TYPE_CHECKING, Iterator, Sequence, cast
 
@@ -120,7 +119,6 @@ class StoredConfigs:
         self.row_indptr, self.row_ids = arrays["configs.row_indptr"], arrays["configs.row_ids"]
         self.row_complement = arrays["configs.row_complement"]
         self.depth, self.vocab_size = depth, vocab_size
-        self._digests: list[int] | None = None  # listed on the first lookup (bisect on ints)
         # Rows expanded, by row: alive while a cache of the engine holds them.
         self._expanded: weakref.WeakValueDictionary[int, np.ndarray] = weakref.WeakValueDictionary()
 
@@ -135,11 +133,9 @@ class StoredConfigs:
 
     def lookup(self, encoding: tuple[int, ...]) -> np.ndarray | None:
         """The stored packed mask of the configuration ``encoding`` (read-only), or None."""
-        if self._digests is None:
-            self._digests = self.digest.tolist()
-        digests, d = self._digests, digest(encoding)
-        i = bisect_left(digests, d)
-        while i < len(digests) and digests[i] == d:
+        digests, d = self.digest, digest(encoding)
+        i = int(digests.searchsorted(np.uint64(d)))
+        while i < len(digests) and int(digests[i]) == d:
             a, b = int(self.enc_indptr[i]), int(self.enc_indptr[i + 1])
             if b - a == len(encoding) and tuple(self.enc[a:b].tolist()) == encoding:
                 return self._row(int(self.row[i]))
