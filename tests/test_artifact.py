@@ -197,7 +197,7 @@ def test_older_pda_layouts_are_still_read(pda_art, old_layout):
     nodes (most nodes share theirs)."""
     meta, arrays = pda_art.to_arrays()
     assert meta["artifact_version"] == 9 and len(arrays["nodes.row_complement"]) < len(arrays["nodes.row_of"])
-    assert len(arrays["configs.digest"]) > 1 and meta["pda"]["config_depth"] == 2
+    assert len(arrays["configs.digest"]) > 1 and meta["pda"]["config_depth"] == 4
     assert len(arrays["pda.call_rule"]) and arrays["pda.delta"].shape[1] == pda_art.pda.n_byte_classes + len(pda_art.pda.token_ids)
     assert not any(name.startswith("vocab.") for name in arrays)
     for vocab in (PDA_VOCAB,) if old_layout in (_as_layout_5, _as_layout_8) else (PDA_VOCAB, None):  # by fingerprint

@@ -39,7 +39,7 @@ if TYPE_CHECKING:
 #: those a document meets first).
 MAX_STORED_CONFIGS = 20_000
 #: Returns deep a stored configuration's continuations go at most.
-STORED_CONFIG_DEPTH = 2
+STORED_CONFIG_DEPTH = 4
 #: Ints an encoding holds at most (a configuration of more items is left to run time).
 MAX_ENCODING = 4096
 #: Configurations explored between two checks of the compile's deadline.
