@@ -12,14 +12,23 @@ from gramc.bitmask import _SCATTER_IDS, SparseRows, expand_sparse_row, n_words, 
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.integers(1, 5000), st.integers(0, 2**32 - 1), st.lists(st.floats(0, 1), min_size=1, max_size=6))
-def test_sparse_rows_expand_to_the_rows(vocab_size, seed, densities):
+@given(st.integers(1, 5000), st.integers(0, 2**32 - 1), st.lists(st.floats(0, 1), min_size=1, max_size=6),
+       st.sampled_from([1, 2, 256]))
+def test_sparse_rows_expand_to_the_rows(vocab_size, seed, densities, chunk):
+    """Every row back from its sparse form, whether the rows are unpacked one, two or all
+    at a time."""
+    import gramc.bitmask
+
+    gramc.bitmask._SPARSE_CHUNK, before = chunk, gramc.bitmask._SPARSE_CHUNK
     rng = np.random.default_rng(seed)
     bits = np.array([rng.random(vocab_size) < d for d in densities])
     padded = np.zeros((len(bits), n_words(vocab_size) * 32), dtype=np.uint8)
     padded[:, :vocab_size] = bits
     rows = np.packbits(padded, axis=1, bitorder="little").view(np.uint32)
-    indptr, ids, complement = sparse_rows(rows, vocab_size)
+    try:
+        indptr, ids, complement = sparse_rows(rows, vocab_size)
+    finally:
+        gramc.bitmask._SPARSE_CHUNK = before
     sparse = SparseRows(indptr, ids, complement, vocab_size)
     for i, row in enumerate(rows):
         assert np.array_equal(sparse[i], row)

@@ -234,6 +234,26 @@ def test_an_expansion_past_its_configuration_budget_is_made_shallower(name, monk
         walk_against_oracle(art.matcher(), oracle.initial(), oracle, vocab, rng, 14, (name, walk))
 
 
+@pytest.mark.parametrize("name", ["json_like", "counted_calls"])
+def test_stored_configurations_stop_at_the_mask_budget(name, monkeypatch):
+    """The exploration stops at the first configuration whose mask would pass the budget of
+    distinct masks: the artifact stores that many, the same bytes every time, and masks stay
+    exact (the other configurations are computed)."""
+    from gramc.runtime import pda_configs
+
+    g, vocab = GRAMMARS[name], make_vocab()
+    every = pda_artifact(g, vocab).token_table.configs
+    monkeypatch.setattr(pda_configs, "MAX_STORED_MASKS", 2)
+    art = pda_artifact(g, vocab)
+    configs = art.token_table.configs
+    assert len(configs.row_complement) == 2 and 0 < len(configs) < len(every)
+    assert art.to_bytes() == pda_artifact(g, vocab).to_bytes()
+    oracle = EarleyOracle(g)
+    rng = np.random.default_rng(len(name) + 23)
+    for walk in range(4):
+        walk_against_oracle(art.matcher(), oracle.initial(), oracle, vocab, rng, 14, (name, walk))
+
+
 def test_strategies_are_a_subsequence_ending_in_rows():
     table = pda_artifact(GRAMMARS["json_like"], make_vocab()).token_table
     every = ("stored_configs", "stored_rows", "walk", "rows")

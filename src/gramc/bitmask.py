@@ -45,6 +45,10 @@ def pack_rows(indptr: np.ndarray, token_ids: np.ndarray, vocab_size: int) -> np.
     return out
 
 
+#: Rows :func:`sparse_rows` unpacks at a time (a byte per token: 32 MB at a 128k vocabulary).
+_SPARSE_CHUNK = 256
+
+
 def sparse_rows(rows: np.ndarray, vocab_size: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Packed rows as ``(indptr, ids, complement)``: row ``i`` lists its set ids, or, where
     ``complement[i]``, the ids of ``[0, vocab_size)`` it leaves out (whichever are fewer),
@@ -52,12 +56,18 @@ def sparse_rows(rows: np.ndarray, vocab_size: int) -> tuple[np.ndarray, np.ndarr
     a fraction of the packed rows' size (see :func:`expand_sparse_row`)."""
     if not len(rows):
         return np.zeros(1, np.int64), np.zeros(0, np.int32), np.zeros(0, bool)
-    bits = np.unpackbits(rows.view(np.uint8), axis=1, bitorder="little")[:, :vocab_size].view(bool)
-    complement = bits.sum(axis=1) > vocab_size // 2
-    bits ^= complement[:, None]
-    row, ids = np.nonzero(bits)
-    indptr = np.concatenate([[0], np.cumsum(np.bincount(row, minlength=len(rows)))]).astype(np.int64)
-    return indptr, ids.astype(np.int32), complement
+    counts, all_ids, flags = [], [], []
+    for lo in range(0, len(rows), _SPARSE_CHUNK):  # a byte per token and row: a few rows at a time
+        bits = np.unpackbits(rows[lo:lo + _SPARSE_CHUNK].view(np.uint8), axis=1,
+                             bitorder="little")[:, :vocab_size].view(bool)
+        complement = bits.sum(axis=1) > vocab_size // 2
+        bits ^= complement[:, None]
+        row, ids = np.nonzero(bits)
+        counts.append(np.bincount(row, minlength=len(bits)))
+        all_ids.append(ids.astype(np.int32))
+        flags.append(complement)
+    indptr = np.concatenate([[0], np.cumsum(np.concatenate(counts))]).astype(np.int64)
+    return indptr, np.concatenate(all_ids), np.concatenate(flags)
 
 
 #: Past this many ids a sparse row is expanded through a byte per id (a scatter and a pack)

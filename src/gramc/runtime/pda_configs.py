@@ -38,6 +38,9 @@ if TYPE_CHECKING:
 #: Configurations an artifact explores and stores at most (the first ones breadth first:
 #: those a document meets first).
 MAX_STORED_CONFIGS = 20_000
+#: Distinct masks an artifact stores at most (the exploration stops at the next new one):
+#: each is a packed row while the artifact is written, 16 KB at a 128k vocabulary.
+MAX_STORED_MASKS = 4096
 #: Returns deep a stored configuration's continuations go at most.
 STORED_CONFIG_DEPTH = 4
 #: Ints an encoding holds at most (a configuration of more items is left to run time).
@@ -155,9 +158,9 @@ class StoredConfigs:
     def explore(cls, table: PDATokenTable, max_configs: int = MAX_STORED_CONFIGS,
                 depth: int = STORED_CONFIG_DEPTH, deadline: Deadline | None = None) -> StoredConfigs:
         """The masks of the configurations reachable from the start, breadth first, whose
-        continuations are at most ``depth`` deep, up to ``max_configs`` of them, computed by
-        ``table`` (so they are its masks). Deterministic: the same grammar and vocabulary
-        give the same arrays."""
+        continuations are at most ``depth`` deep, up to ``max_configs`` of them and
+        :data:`MAX_STORED_MASKS` distinct masks, computed by ``table`` (so they are its
+        masks). Deterministic: the same grammar and vocabulary give the same arrays."""
         encoder = Encoder(table.parser, depth)
         encodings: list[tuple[int, ...]] = []
         row_of: list[int] = []
@@ -165,8 +168,11 @@ class StoredConfigs:
         for k, (encoding, words) in enumerate(_explore(table, encoder, max_configs)):
             if deadline is not None and k % DEADLINE_EVERY == 0:
                 deadline.check()
+            data = words.tobytes()
+            if data not in rows and len(rows) >= MAX_STORED_MASKS:
+                break  # where the walk is, not when: the same grammar stores the same masks
             encodings.append(encoding)
-            row_of.append(rows.setdefault(words.tobytes(), len(rows)))
+            row_of.append(rows.setdefault(data, len(rows)))
         digests = [digest(e) for e in encodings]
         # By digest, then (ties) by encoding: the order does not depend on the walk's.
         order = sorted(range(len(encodings)), key=lambda i: (digests[i], encodings[i]))
