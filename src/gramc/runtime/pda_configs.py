@@ -68,10 +68,9 @@ class Encoder:
         if self._gen != self.parser.generation:
             self._gen, self._conts = self.parser.generation, {}
         try:
-            out = self._set(self.parser.interned(key), self.depth)
+            return self._set(self.parser.interned(key), self.depth)
         except _TooDeep:
             return None
-        return out if len(out) <= MAX_ENCODING else None
 
     def _set(self, elems, left: int) -> tuple[int, ...]:
         """A set of ``(node, continuation id)`` pairs (and TOP), its continuations at most
@@ -94,7 +93,7 @@ class Encoder:
         known = self._conts.get(cont)
         if known is None:
             value = self.parser.interned(cont)
-            inner = [c for e in value if e is not TOP for c in (e[1],)]
+            inner = [e[1] for e in value if e is not TOP]
             if inner and left <= 0:
                 raise _TooDeep
             enc = self._set(value, left - 1)  # memoises every inner continuation
