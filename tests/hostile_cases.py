@@ -245,6 +245,23 @@ def dense_calls(delta, indptr, rule, ret, n_rules: int):
     return out
 
 
+def as_layout_9(doc: dict) -> None:
+    """A PDA document with its stored configuration masks by token ids, as layout 9 stored them."""
+    import numpy as np
+
+    from gramc.bitmask import expand_word_row, sparse_rows
+
+    size = doc["meta"]["vocab"]["size"]
+    indptr, word, value, complement = (get_array(doc, f"configs.row_{k}") for k in ("indptr", "word", "value", "complement"))
+    packed = np.array([expand_word_row(word[a:b], value[a:b], bool(c), size)
+                       for a, b, c in zip(indptr[:-1], indptr[1:], complement)], dtype=np.uint32)
+    for k in ("indptr", "word", "value", "complement"):
+        del doc["arrays"][f"configs.row_{k}"]
+    for k, array in zip(("indptr", "ids", "complement"), sparse_rows(packed, size)):
+        set_array(doc, f"configs.row_{k}", array)
+    doc["meta"]["artifact_version"] = 9
+
+
 def as_layout_8(doc: dict) -> None:
     """A PDA document without stored configuration masks, as layout 8 stored it."""
     for name in [n for n in doc["arrays"] if n.startswith("configs.")]:
@@ -922,9 +939,41 @@ def _():
     return load_bytes(tampered("pda", change))
 
 
-@case("artifact", "pda-configs-row-ids-int32-max", error="ArtifactFormatError", match=r"array 'configs.row_ids': value 2147483647")
+@case("artifact", "pda-configs-row-word-int32-max", error="ArtifactFormatError", match=r"array 'configs.row_word': value 2147483647")
 def _():
-    return load_bytes(tampered("pda", array_set("configs.row_ids", -1, 2**31 - 1)))
+    return load_bytes(tampered("pda", array_set("configs.row_word", -1, 2**31 - 1)))
+
+
+@case("artifact", "pda-configs-row-value-past-vocab", error="ArtifactFormatError", match=r"configs.row_value sets bits past")
+def _():
+    return load_bytes(tampered("pda", array_set("configs.row_value", -1, 2**32 - 1)))
+
+
+@case("artifact", "pda-configs-layout-9-row-ids-int32-max", error="ArtifactFormatError",
+      match=r"array 'configs.row_ids': value 2147483647")
+def _():
+    def change(doc):
+        as_layout_9(doc)
+        array_set("configs.row_ids", -1, 2**31 - 1)(doc)
+    return load_bytes(tampered("pda", change))
+
+
+@case("artifact", "pda-configs-layout-9-1M-rows", ok=[0, 2])
+def _():
+    # A million empty stored rows in layout 9 (complements at random, so that the payload
+    # compresses less than the ratio limit allows) convert in linear time: none is expanded.
+    import numpy as np
+
+    def change(doc):
+        as_layout_9(doc)
+        n = len(get_array(doc, "configs.row_complement"))
+        ids = get_array(doc, "configs.row_ids")
+        set_array(doc, "configs.row_indptr", np.concatenate([get_array(doc, "configs.row_indptr"),
+                                                             np.full(1 << 20, len(ids), np.int64)]))
+        set_array(doc, "configs.row_complement", np.concatenate([get_array(doc, "configs.row_complement"),
+                                                                 np.random.default_rng(0).random(1 << 20) < 0.5]))
+        assert n
+    return load_bytes(tampered("pda", change))
 
 
 @case("artifact", "pda-configs-depth-2**31", error="ArtifactFormatError", match=r"pda.config_depth")

@@ -140,10 +140,23 @@ def test_layout_5_is_only_for_artifacts_that_read_token_bytes(art):
         gramc.from_bytes(_tamper(art, x=lambda m, a: m.__setitem__("artifact_version", 5)))
 
 
-@pytest.mark.parametrize("layout", [3, 8, 9])
-def test_layouts_3_8_and_9_are_only_for_pda_artifacts(art, layout):
+@pytest.mark.parametrize("layout", [3, 8, 9, 10])
+def test_layouts_3_and_8_to_10_are_only_for_pda_artifacts(art, layout):
     with pytest.raises(ArtifactFormatError, match=f"layout {layout} has no 'dfa' kind"):
         gramc.from_bytes(_tamper(art, x=lambda m, a: m.__setitem__("artifact_version", layout)))
+
+
+def _as_layout_9(meta, arrays):
+    """A bound PDA artifact's arrays as layout 9 wrote them: its configuration masks by
+    their token ids."""
+    from gramc.bitmask import expand_word_row, sparse_rows
+
+    size = meta["vocab"]["size"]
+    indptr, word, value, complement = (arrays.pop(f"configs.row_{k}") for k in ("indptr", "word", "value", "complement"))
+    packed = np.array([expand_word_row(word[a:b], value[a:b], bool(c), size)
+                       for a, b, c in zip(indptr[:-1], indptr[1:], complement)], dtype=np.uint32)
+    arrays["configs.row_indptr"], arrays["configs.row_ids"], arrays["configs.row_complement"] = sparse_rows(packed, size)
+    meta["artifact_version"] = 9
 
 
 def _as_layout_8(meta, arrays):
@@ -187,20 +200,21 @@ def _as_layout_1(meta, arrays):
     arrays["nodes.accepted"] = arrays.pop("nodes.rows")[arrays.pop("nodes.row_of")]
 
 
-@pytest.mark.parametrize("old_layout", [_as_layout_1, _as_layout_3, _as_layout_5, _as_layout_8])
+@pytest.mark.parametrize("old_layout", [_as_layout_1, _as_layout_3, _as_layout_5, _as_layout_8, _as_layout_9])
 def test_older_pda_layouts_are_still_read(pda_art, old_layout):
     """Files written before node rows were stored once each (layout 1), before the
     vocabulary was bound by fingerprint only (layout 3), before calls were sparse (layouts
-    1-7) or before configuration masks were stored (layouts 1-8) read to the same artifact
-    (written again as layout 9), with or without the decoder's vocabulary (the token bytes of
-    layouts 1 and 3 are checked against the fingerprint); layout 9 stores fewer rows than
-    nodes (most nodes share theirs)."""
+    1-7), before configuration masks were stored (layouts 1-8) or stored by their words
+    (layout 9) read to the same artifact (written again as layout 10), with or without the
+    decoder's vocabulary (the token bytes of layouts 1 and 3 are checked against the
+    fingerprint); layout 10 stores fewer rows than nodes (most nodes share theirs)."""
     meta, arrays = pda_art.to_arrays()
-    assert meta["artifact_version"] == 9 and len(arrays["nodes.row_complement"]) < len(arrays["nodes.row_of"])
+    assert meta["artifact_version"] == 10 and len(arrays["nodes.row_complement"]) < len(arrays["nodes.row_of"])
     assert len(arrays["configs.digest"]) > 1 and meta["pda"]["config_depth"] == 4
     assert len(arrays["pda.call_rule"]) and arrays["pda.delta"].shape[1] == pda_art.pda.n_byte_classes + len(pda_art.pda.token_ids)
     assert not any(name.startswith("vocab.") for name in arrays)
-    for vocab in (PDA_VOCAB,) if old_layout in (_as_layout_5, _as_layout_8) else (PDA_VOCAB, None):  # by fingerprint
+    assert len(arrays["configs.row_word"]) and arrays["configs.row_complement"].any()
+    for vocab in (PDA_VOCAB,) if old_layout in (_as_layout_5, _as_layout_8, _as_layout_9) else (PDA_VOCAB, None):
         old = gramc.from_bytes(_tamper(pda_art, x=old_layout), vocab=vocab)
         assert old.to_bytes() == pda_art.to_bytes()
         a, b = old.matcher(), pda_art.matcher()
@@ -321,6 +335,24 @@ def _in_layout_3(change):
     return fn
 
 
+def _a_row_word_twice(meta, arrays):
+    """The first stored row lists its first word twice."""
+    word, value, indptr = (arrays[f"configs.row_{k}"] for k in ("word", "value", "indptr"))
+    arrays["configs.row_word"] = np.concatenate([word[:1], word])
+    arrays["configs.row_value"] = np.concatenate([value[:1], value])
+    arrays["configs.row_indptr"] = np.concatenate([[0], indptr[1:] + 1])
+
+
+def _empty_complement_rows(meta, arrays):
+    """Every stored row a complement, all but the last listing no word (so their fill sets
+    the bits past the vocabulary size)."""
+    n = len(arrays["configs.row_complement"])
+    arrays["configs.row_complement"] = np.ones(n, bool)
+    arrays["configs.row_word"], arrays["configs.row_value"] = arrays["configs.row_word"][:1], arrays["configs.row_value"][:1]
+    arrays["configs.row_indptr"] = np.array([0] * n + [1], np.int64)
+
+
+
 @pytest.mark.parametrize(
     "change, message",
     [
@@ -353,12 +385,17 @@ def _in_layout_3(change):
         (lambda m, a: a.__setitem__("pda.finish_rank", np.zeros_like(a["pda.finish_rank"])), "finish_rank shows no way"),
         (lambda m, a: a.__setitem__("pda.finish_rank", a["pda.finish_rank"][:-1].copy()), "pda.finish_rank"),
         (lambda m, a: a.pop("pda.finish_rank"), "pda.finish_rank"),
-        # layout 9's stored configuration masks: digests in order, pointers and rows that fit
+        # stored configuration masks: digests in order, pointers and rows that fit, no bit past V
         (lambda m, a: a.__setitem__("configs.digest", a["configs.digest"][::-1].copy()), "configs.digest must be ascending"),
         (lambda m, a: a.__setitem__("configs.row", a["configs.row"][:-1].copy()), "configs.row must have one entry"),
         (_set("configs.row", 0, 10**4), "configs.row"),
         (_set("configs.enc_indptr", -1, 10**6), "configs.enc_indptr"),
-        (_set("configs.row_ids", 0, len(PDA_VOCAB.tokens)), "configs.row_ids"),
+        (_set("configs.row_word", 0, 1), "configs.row_word"),
+        (_set("configs.row_value", 0, 0xFFFFFFFF), "configs.row_value sets bits past the vocabulary size"),
+        (lambda m, a: a.__setitem__("configs.row_value", a["configs.row_value"][:-1].copy()), "configs.row_value must"),
+        (_a_row_word_twice, "configs.row_word must be strictly ascending"),
+        (_empty_complement_rows, "must list its last word"),
+        (lambda m, a: (_as_layout_9(m, a), _set("configs.row_ids", 0, len(PDA_VOCAB.tokens))(m, a)), "configs.row_ids"),
         (lambda m, a: a.__setitem__("configs.row_indptr", a["configs.row_indptr"][:-1].copy()), "configs.row_indptr"),
         (lambda m, a: m["pda"].pop("config_depth"), "config_depth"),
         (lambda m, a: m["pda"].__setitem__("config_depth", -1), "config_depth"),

@@ -1,6 +1,6 @@
-"""The sparse form of packed mask rows (gramc.bitmask): rows written sparse and expanded
-again are the rows they were, on both expansion paths (few ids scattered one by one, many ids
-through a byte per id)."""
+"""The sparse forms of packed mask rows (gramc.bitmask): rows written sparse (by token ids,
+or by words) and expanded again are the rows they were, on both id expansion paths (few ids
+scattered one by one, many ids through a byte per id), and the two forms convert exactly."""
 
 from __future__ import annotations
 
@@ -8,7 +8,17 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gramc.bitmask import _SCATTER_IDS, SparseRows, expand_sparse_row, n_words, sparse_rows
+from gramc.bitmask import (_SCATTER_IDS, SparseRows, expand_sparse_row, expand_word_row, n_words, sparse_rows, word_rows,
+                           word_rows_of_ids)
+
+
+def _random_rows(vocab_size: int, seed: int, densities: list[float]) -> np.ndarray:
+    """Packed rows of the given densities (a density of 0 or 1: an empty or a full row)."""
+    rng = np.random.default_rng(seed)
+    padded = np.zeros((len(densities), n_words(vocab_size) * 32), dtype=np.uint8)
+    for i, d in enumerate(densities):
+        padded[i, :vocab_size] = rng.random(vocab_size) < d
+    return np.packbits(padded, axis=1, bitorder="little").view(np.uint32).reshape(len(densities), n_words(vocab_size))
 
 
 @settings(max_examples=60, deadline=None)
@@ -20,11 +30,7 @@ def test_sparse_rows_expand_to_the_rows(vocab_size, seed, densities, chunk):
     import gramc.bitmask
 
     gramc.bitmask._SPARSE_CHUNK, before = chunk, gramc.bitmask._SPARSE_CHUNK
-    rng = np.random.default_rng(seed)
-    bits = np.array([rng.random(vocab_size) < d for d in densities])
-    padded = np.zeros((len(bits), n_words(vocab_size) * 32), dtype=np.uint8)
-    padded[:, :vocab_size] = bits
-    rows = np.packbits(padded, axis=1, bitorder="little").view(np.uint32)
+    rows = _random_rows(vocab_size, seed, densities)
     try:
         indptr, ids, complement = sparse_rows(rows, vocab_size)
     finally:
@@ -45,3 +51,29 @@ def test_both_expansion_paths_are_exercised():
             expected = np.isin(np.arange(vocab_size), ids) ^ complement
             assert np.array_equal(allowed, expected)
             assert not np.unpackbits(words.view(np.uint8), bitorder="little")[vocab_size:].any()
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 5000), st.integers(0, 2**32 - 1),
+       st.lists(st.one_of(st.floats(0, 1), st.sampled_from([0.0, 1.0])), min_size=0, max_size=6),
+       st.sampled_from([1, 2, 256]))
+def test_word_rows_expand_to_the_rows_and_equal_the_ids_form_converted(vocab_size, seed, densities, chunk):
+    """Every row back from its words, each listed word differing from the row's fill; and
+    the ids form of the same rows converts to the very same arrays (so a layout-9 file's
+    masks convert to what a writer of layout 10 writes)."""
+    import gramc.bitmask
+
+    rows = _random_rows(vocab_size, seed, densities)
+    gramc.bitmask._SPARSE_CHUNK, before = chunk, gramc.bitmask._SPARSE_CHUNK
+    try:
+        indptr, word, value, complement = form = word_rows(rows, vocab_size)
+        ids_form = sparse_rows(rows, vocab_size)
+    finally:
+        gramc.bitmask._SPARSE_CHUNK = before
+    for mine, converted in zip(form, word_rows_of_ids(*ids_form, vocab_size)):
+        assert mine.dtype == converted.dtype and np.array_equal(mine, converted)
+    for i, row in enumerate(rows):
+        a, b = indptr[i], indptr[i + 1]
+        assert np.all(np.diff(word[a:b]) > 0)
+        assert np.all(value[a:b] != (0xFFFFFFFF if complement[i] else 0))
+        assert np.array_equal(expand_word_row(word[a:b].astype(np.intp), value[a:b], bool(complement[i]), vocab_size), row)

@@ -272,7 +272,7 @@ def test_an_unbound_pda_with_a_members_condition_reads_back():
         **{n: {"type": "integer"} for n in NAMES}, "kids": {"type": "array", "items": {"$ref": "#"}}}}
     art = gramc.compile(json.dumps(schema), "json_schema", options=CompileOptions(json_property_order="any"))
     meta = art.to_arrays()[0]
-    assert isinstance(art, PDAArtifact) and meta["artifact_version"] == 9
+    assert isinstance(art, PDAArtifact) and meta["artifact_version"] == 10
     assert any("o" in node for node in meta["source"]["unique"]["nodes"])  # a members condition
     back = gramc.from_bytes(art.to_bytes())
     assert back.to_bytes() == art.to_bytes()

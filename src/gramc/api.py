@@ -16,11 +16,11 @@ from gramc import __version__
 from gramc.compiler.pipeline import CompileOptions, compile_lowered, compile_source
 from gramc.grammar import Part, schema_text
 from gramc.limits import DEFAULT_LIMITS, DEFAULT_RUNTIME_LIMITS, Deadline, Limits, RuntimeLimits
-from gramc.runtime.artifact import ARTIFACT_VERSION, PATTERNS_ARTIFACT_VERSION, Artifact
+from gramc.runtime.artifact import ARTIFACT_VERSION, Artifact
 from gramc.runtime.counted import CountedArtifact
 from gramc.runtime.dfa_artifact import DFAArtifact
 from gramc.runtime.pda_artifact import PDAArtifact
-from gramc.runtime.reader import load
+from gramc.runtime.reader import SUPPORTED_ARTIFACT_VERSIONS, load
 from gramc.vocab import Vocab, load_vocab
 
 
@@ -140,8 +140,8 @@ def cache_key(source: str, format: str, options: CompileOptions, vocab: Vocab | 
         "vocab": vocab.fingerprint if vocab is not None else None,
         "compiler": __version__,
         "artifact": ARTIFACT_VERSION,
-        # the newest layout written: a cache filled before uniqueItems plans is not reused
-        "layouts": PATTERNS_ARTIFACT_VERSION,
+        # the newest layout: a cache filled by a writer of older layouts is not reused
+        "layouts": max(SUPPORTED_ARTIFACT_VERSIONS),
     }
     return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()
 

@@ -93,6 +93,66 @@ def expand_sparse_row(ids: np.ndarray, complement: bool, vocab_size: int) -> np.
     return words
 
 
+#: The set bits of each byte value.
+_BYTE_BITS = np.unpackbits(np.arange(256, dtype=np.uint8)[:, None], axis=1).sum(axis=1).astype(np.uint8)
+
+
+def word_rows(rows: np.ndarray, vocab_size: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Packed rows as ``(indptr, word, value, complement)``: row ``i`` is all zeros, or all
+    ones where ``complement[i]``, except its listed words ``word[indptr[i]:indptr[i + 1]]``
+    (ascending), which hold ``value``. A row is a complement where more than half of its
+    bits are set, as in :func:`sparse_rows` (so :func:`word_rows_of_ids` gives the same
+    arrays). Expanding one is a fill and an indexed store (:func:`expand_word_row`), a few
+    µs at any density, where :func:`expand_sparse_row`'s ids cost per id."""
+    ones = np.uint32(0xFFFFFFFF)
+    counts, words, values, flags = [np.zeros(0, np.int64)], [np.zeros(0, np.int32)], [np.zeros(0, np.uint32)], \
+        [np.zeros(0, bool)]
+    for lo in range(0, len(rows), _SPARSE_CHUNK):  # bounds the temporary bool matrices
+        chunk = rows[lo:lo + _SPARSE_CHUNK]
+        complement = _BYTE_BITS[chunk.view(np.uint8)].sum(axis=1, dtype=np.int64) > vocab_size // 2
+        row, word = np.nonzero(chunk != np.where(complement, ones, np.uint32(0))[:, None])  # row-major
+        counts.append(np.bincount(row, minlength=len(chunk)))
+        words.append(word.astype(np.int32))
+        values.append(chunk[row, word])
+        flags.append(complement)
+    indptr = np.concatenate([[0], np.cumsum(np.concatenate(counts))]).astype(np.int64)
+    return indptr, np.concatenate(words), np.concatenate(values), np.concatenate(flags)
+
+
+def word_rows_of_ids(indptr: np.ndarray, ids: np.ndarray, complement: np.ndarray,
+                     vocab_size: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The :func:`word_rows` form of rows in the :func:`sparse_rows` form (``ids`` distinct
+    and ascending within each row), without expanding any row: linear in the ids."""
+    n_rows = len(complement)
+    row = np.repeat(np.arange(n_rows, dtype=np.int64), np.diff(indptr))
+    word = ids.astype(np.int64) >> 5
+    bit = np.left_shift(np.uint32(1), (ids & 31).astype(np.uint32))
+    starts = np.flatnonzero(np.concatenate([[True], (row[1:] != row[:-1]) | (word[1:] != word[:-1])])) \
+        if len(ids) else np.zeros(0, np.int64)
+    row, word, value = row[starts], word[starts], np.bitwise_or.reduceat(bit, starts) if len(ids) else bit
+    value = np.where(complement[row], ~value, value)  # a complement row's listed words: the ids cleared
+    last, tail = n_words(vocab_size) - 1, vocab_size % 32
+    if tail:  # a complement row lists its last word, its bits past the vocabulary clear
+        value[complement[row] & (word == last)] &= np.uint32((1 << tail) - 1)
+        has_last = np.zeros(n_rows, bool)
+        has_last[row[word == last]] = True
+        extra = np.flatnonzero(complement & ~has_last)
+        row, word = np.concatenate([row, extra]), np.concatenate([word, np.full(len(extra), last)])
+        value = np.concatenate([value, np.full(len(extra), (1 << tail) - 1, np.uint32)])
+        order = np.lexsort((word, row))
+        row, word, value = row[order], word[order], value[order]
+    out_indptr = np.concatenate([[0], np.cumsum(np.bincount(row, minlength=n_rows))]).astype(np.int64)
+    return out_indptr, word.astype(np.int32), value.astype(np.uint32), complement.astype(bool)
+
+
+def expand_word_row(word: np.ndarray, value: np.ndarray, complement: bool, vocab_size: int) -> np.ndarray:
+    """The packed row of one :func:`word_rows` row (``word`` best as ``np.intp``: an index
+    of another type is converted first)."""
+    out = np.full(n_words(vocab_size), 0xFFFFFFFF if complement else 0, dtype=np.uint32)
+    out[word] = value
+    return out
+
+
 class SparseRows:
     """Packed rows kept in the :func:`sparse_rows` form, each expanded on first use and kept:
     what a loaded artifact's node rows are, so that loading it costs their ids, not

@@ -46,6 +46,9 @@ SPARSE_CALLS_ARTIFACT_VERSION = 8
 #: Layout 9: every ``pda`` artifact; a bound one also stores the masks of the configurations
 #: a compile-time exploration reaches (docs/format/gmask-v1.md, 11.12).
 STORED_CONFIGS_ARTIFACT_VERSION = 9
+#: Layout 10: every ``pda`` artifact; a bound one stores its configuration masks as their
+#: words instead of their token ids (docs/format/gmask-v1.md, 11.13).
+WORD_ROWS_ARTIFACT_VERSION = 10
 
 
 @dataclass(frozen=True)
@@ -293,4 +296,5 @@ def has_patterns(plan: Any) -> bool:
 
 __all__ = ["Artifact", "VocabInfo", "check_vocab", "has_members", "has_patterns", "ARTIFACT_VERSION",
            "UNIQUE_ARTIFACT_VERSION", "FINGERPRINT_ARTIFACT_VERSION", "MEMBERS_ARTIFACT_VERSION",
-           "PATTERNS_ARTIFACT_VERSION", "SPARSE_CALLS_ARTIFACT_VERSION", "STORED_CONFIGS_ARTIFACT_VERSION"]
+           "PATTERNS_ARTIFACT_VERSION", "SPARSE_CALLS_ARTIFACT_VERSION", "STORED_CONFIGS_ARTIFACT_VERSION",
+           "WORD_ROWS_ARTIFACT_VERSION"]

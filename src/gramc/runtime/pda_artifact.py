@@ -4,9 +4,9 @@ The runtime reads the vocabulary's token bytes (to check the few stack-dependent
 spell forced tokens), but a bound PDA artifact binds its vocabulary by fingerprint only
 (layout 5): the decoder passes its vocabulary to ``gramc.load``, and hundreds of artifacts of
 one model share it. Files of layouts 1 and 3 stored the bytes; they are still read. Every PDA
-artifact is written as layout 9 (its calls sparse, and a bound one with the masks of the
+artifact is written as layout 10 (its calls sparse, and a bound one with the masks of the
 configurations an exploration reaches: :mod:`gramc.runtime.pda_configs`); files of layouts 1
-and 3-8 are still read.
+and 3-9 are still read.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from gramc.automata.trie import trie_for
 from gramc.bitmask import SparseRows, n_words, sparse_rows
 from gramc.errors import LimitExceededError
 from gramc.limits import DEFAULT_LIMITS, DEFAULT_RUNTIME_LIMITS, Deadline, Limits, RuntimeLimits
-from gramc.runtime.artifact import FINGERPRINT_ARTIFACT_VERSION, STORED_CONFIGS_ARTIFACT_VERSION, Artifact, VocabInfo
+from gramc.runtime.artifact import FINGERPRINT_ARTIFACT_VERSION, WORD_ROWS_ARTIFACT_VERSION, Artifact, VocabInfo
 from gramc.runtime.pda_configs import StoredConfigs
 from gramc.runtime.pda_finish import Edges, finish_ranks
 from gramc.runtime.pda_tokens import PDATokenTable
@@ -49,11 +49,11 @@ class PDAArtifact(Artifact):
     depth: int = DEFAULT_DEPTH
 
     kind = "pda"
-    layout = STORED_CONFIGS_ARTIFACT_VERSION
+    layout = WORD_ROWS_ARTIFACT_VERSION
     reads_token_bytes = True
 
     def _layout(self) -> int:
-        return STORED_CONFIGS_ARTIFACT_VERSION  # whatever the binding and the plan
+        return WORD_ROWS_ARTIFACT_VERSION  # whatever the binding and the plan
 
     @classmethod
     def bound(cls, pda: PDATable, meta: dict, vocab: Vocab, *, lazy: bool = False,

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Iterator, Sequence, cast
 import numpy as np
 
 from gramc.automata.tables import DEAD
-from gramc.bitmask import expand_sparse_row, sparse_rows
+from gramc.bitmask import expand_word_row, word_rows
 from gramc.limits import Deadline
 from gramc.runtime.earley import TOP, ChartSet, ChartView, EarleyParser
 
@@ -103,22 +103,32 @@ class Encoder:
         return known[0]
 
 
+def _packed(encoding: tuple[int, ...]) -> bytes:
+    """An encoding's ints as little-endian int32s."""
+    return struct.pack(f"<{len(encoding)}i", *encoding)
+
+
+def _digest_of(packed: bytes) -> int:
+    return int.from_bytes(hashlib.blake2b(packed, digest_size=8).digest(), "little")
+
+
 def digest(encoding: tuple[int, ...]) -> int:
     """The 8-byte BLAKE2b digest of an encoding's little-endian int32s, as an unsigned int."""
-    data = struct.pack(f"<{len(encoding)}i", *encoding)
-    return int.from_bytes(hashlib.blake2b(data, digest_size=8).digest(), "little")
+    return _digest_of(_packed(encoding))
 
 
 class StoredConfigs:
     """The stored masks by configuration: ``digest`` ascending, each entry's ``encoding``
-    (``enc[enc_indptr[i]:enc_indptr[i + 1]]``) and its ``row`` of the distinct sparse rows
-    (``row_indptr``, ``row_ids``, ``row_complement``, as node rows are stored)."""
+    (``enc[enc_indptr[i]:enc_indptr[i + 1]]``) and its ``row`` of the distinct masks, kept
+    as their words (``row_indptr``, ``row_word``, ``row_value``, ``row_complement``:
+    :func:`gramc.bitmask.word_rows`), so that a lookup's row costs a few µs to expand."""
 
     def __init__(self, arrays: dict[str, np.ndarray], depth: int, vocab_size: int):
         self.digest = arrays["configs.digest"]
         self.enc_indptr, self.enc = arrays["configs.enc_indptr"], arrays["configs.enc"]
         self.row = arrays["configs.row"]
-        self.row_indptr, self.row_ids = arrays["configs.row_indptr"], arrays["configs.row_ids"]
+        self.row_indptr, self.row_word = arrays["configs.row_indptr"], arrays["configs.row_word"]
+        self.row_value = arrays["configs.row_value"]
         self.row_complement = arrays["configs.row_complement"]
         self.depth, self.vocab_size = depth, vocab_size
         # Rows expanded, by row: alive while a cache of the engine holds them.
@@ -130,16 +140,17 @@ class StoredConfigs:
     def arrays(self) -> dict[str, np.ndarray]:
         """The ``configs.*`` arrays of the artifact file."""
         return {"configs.digest": self.digest, "configs.enc_indptr": self.enc_indptr, "configs.enc": self.enc,
-                "configs.row": self.row, "configs.row_indptr": self.row_indptr, "configs.row_ids": self.row_ids,
-                "configs.row_complement": self.row_complement}
+                "configs.row": self.row, "configs.row_indptr": self.row_indptr, "configs.row_word": self.row_word,
+                "configs.row_value": self.row_value, "configs.row_complement": self.row_complement}
 
     def lookup(self, encoding: tuple[int, ...]) -> np.ndarray | None:
         """The stored packed mask of the configuration ``encoding`` (read-only), or None."""
-        digests, d = self.digest, digest(encoding)
+        packed = _packed(encoding)
+        digests, d = self.digest, _digest_of(packed)
         i = int(digests.searchsorted(np.uint64(d)))
         while i < len(digests) and int(digests[i]) == d:
             a, b = int(self.enc_indptr[i]), int(self.enc_indptr[i + 1])
-            if b - a == len(encoding) and tuple(self.enc[a:b].tolist()) == encoding:
+            if self.enc[a:b].astype("<i4", copy=False).tobytes() == packed:
                 return self._row(int(self.row[i]))
             i += 1
         return None
@@ -147,8 +158,9 @@ class StoredConfigs:
     def _row(self, r: int) -> np.ndarray:
         row = self._expanded.get(r)
         if row is None:
-            ids = self.row_ids[self.row_indptr[r]:self.row_indptr[r + 1]]
-            row = expand_sparse_row(ids, bool(self.row_complement[r]), self.vocab_size)
+            a, b = self.row_indptr[r], self.row_indptr[r + 1]
+            row = expand_word_row(self.row_word[a:b].astype(np.intp), self.row_value[a:b],
+                                  bool(self.row_complement[r]), self.vocab_size)
             row.flags.writeable = False
             self._expanded[r] = row
         return row
@@ -177,13 +189,14 @@ class StoredConfigs:
         order = sorted(range(len(encodings)), key=lambda i: (digests[i], encodings[i]))
         packed = np.frombuffer(b"".join(rows), dtype=np.uint32).reshape(len(rows), -1) if rows \
             else np.zeros((0, 1), np.uint32)
-        row_indptr, row_ids, complement = sparse_rows(packed, table.vocab_size)
+        row_indptr, row_word, row_value, complement = word_rows(packed, table.vocab_size)
         arrays: dict[str, np.ndarray] = {
             "configs.digest": np.array([digests[i] for i in order], dtype=np.uint64),
             "configs.enc_indptr": np.concatenate([[0], np.cumsum([len(encodings[i]) for i in order])]).astype(np.int64),
             "configs.enc": np.array([x for i in order for x in encodings[i]], dtype=np.int32),
             "configs.row": np.array([row_of[i] for i in order], dtype=np.int32),
-            "configs.row_indptr": row_indptr, "configs.row_ids": row_ids, "configs.row_complement": complement,
+            "configs.row_indptr": row_indptr, "configs.row_word": row_word, "configs.row_value": row_value,
+            "configs.row_complement": complement,
         }
         return cls(arrays, depth, table.vocab_size)
 

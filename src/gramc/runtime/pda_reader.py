@@ -3,7 +3,8 @@
 The PDA section (``pda.*``): shapes agree, every index is in range, transitions stay inside
 their rule, every node can finish its rule. When bound, the node tables (``nodes.*``: the
 distinct node rows, sparse, and the uncertain tokens) and, from layout 9, the stored
-configuration masks (``configs.*``); files of layouts 1 and 3 also store the vocabulary's
+configuration masks (``configs.*``: by their token ids in layout 9, converted here, by their
+words from layout 10); files of layouts 1 and 3 also store the vocabulary's
 token bytes (``vocab.*``), which must match the recorded fingerprint.
 """
 
@@ -14,10 +15,10 @@ import numpy as np
 from gramc.automata.pda_bind import NodeTokens
 from gramc.automata.pda_table import Calls, PDATable
 from gramc.automata.tables import DEAD
-from gramc.bitmask import SparseRows
+from gramc.bitmask import SparseRows, n_words, word_rows_of_ids
 from gramc.formats.limits import ReadLimits
 from gramc.runtime.artifact import (FINGERPRINT_ARTIFACT_VERSION, SPARSE_CALLS_ARTIFACT_VERSION,
-                                    STORED_CONFIGS_ARTIFACT_VERSION, VocabInfo)
+                                    STORED_CONFIGS_ARTIFACT_VERSION, WORD_ROWS_ARTIFACT_VERSION, VocabInfo)
 from gramc.runtime.pda_artifact import PDAArtifact, pda_from_parts
 from gramc.runtime.pda_configs import MAX_ENCODING, StoredConfigs
 from gramc.runtime.pda_finish import Edges, finish_ranks, unfinished, unjustified
@@ -49,16 +50,21 @@ _NODE_ARRAYS = {
     "nodes.unc_indptr": (np.int64, 1),
     "nodes.unc_ids": (np.int32, 1),
 }
-#: Layout 9's stored configuration masks (:mod:`gramc.runtime.pda_configs`).
+#: Layout 10's stored configuration masks (:mod:`gramc.runtime.pda_configs`), their rows
+#: by their words.
 _CONFIG_ARRAYS = {
     "configs.digest": (np.uint64, 1),
     "configs.enc_indptr": (np.int64, 1),
     "configs.enc": (np.int32, 1),
     "configs.row": (np.int32, 1),
     "configs.row_indptr": (np.int64, 1),
-    "configs.row_ids": (np.int32, 1),
+    "configs.row_word": (np.int32, 1),
+    "configs.row_value": (np.uint32, 1),
     "configs.row_complement": (np.bool_, 1),
 }
+#: Layout 9 stored those rows by their token ids (as node rows are stored).
+_CONFIG_ARRAYS_V9 = {**{k: v for k, v in _CONFIG_ARRAYS.items() if k not in ("configs.row_word", "configs.row_value")},
+                     "configs.row_ids": (np.int32, 1)}
 #: Layout 3 stored the distinct rows packed, and the token bytes.
 _NODE_ARRAYS_V3 = {"nodes.rows": (np.uint32, 2), "nodes.row_of": (np.int32, 1),
                    "nodes.unc_indptr": (np.int64, 1), "nodes.unc_ids": (np.int32, 1), **VOCAB_BYTES_ARRAYS}
@@ -80,8 +86,9 @@ def read_payload(meta: dict, arrays: dict, source: dict, info: VocabInfo | None,
     spec = _NODE_ARRAYS_V1 if version == 1 else _NODE_ARRAYS_V3 if stores_bytes else _NODE_ARRAYS
     sparse_calls = version >= SPARSE_CALLS_ARTIFACT_VERSION
     stores_configs = info is not None and version >= STORED_CONFIGS_ARTIFACT_VERSION
+    config_spec = _CONFIG_ARRAYS if version >= WORD_ROWS_ARTIFACT_VERSION else _CONFIG_ARRAYS_V9
     no_extra(arrays, _PDA_ARRAYS, spec if info else {}, {} if stores_bytes else _RANKS,
-             _CALL_ARRAYS if sparse_calls else {}, _CONFIG_ARRAYS if stores_configs else {})
+             _CALL_ARRAYS if sparse_calls else {}, config_spec if stores_configs else {})
     if not stores_bytes:
         check_arrays(arrays, _RANKS)
     pda, depth = read_pda(meta, arrays, None if stores_bytes else arrays["pda.finish_rank"], sparse_calls)
@@ -90,7 +97,6 @@ def read_payload(meta: dict, arrays: dict, source: dict, info: VocabInfo | None,
     check_arrays(arrays, spec)
     in_range("pda.token_ids", pda.token_ids, 0, info.size)
     n = pda.n_nodes - 1
-    configs = _configs(meta, arrays, info.size) if stores_configs else None
     rows: np.ndarray | SparseRows
     if "nodes.accepted" in spec:
         rows, row_of = arrays["nodes.accepted"], None
@@ -115,14 +121,16 @@ def read_payload(meta: dict, arrays: dict, source: dict, info: VocabInfo | None,
         require(not (indptr[1:] - indptr[:-1])[row_of < 0].any(), "a node without a stored row has uncertain tokens")
     nodes = NodeTokens(accepted=rows, unc_indptr=indptr, unc_ids=ids, row_of=row_of)
     known = read_token_bytes(arrays, info, vocab) if stores_bytes else bound_vocab(info, vocab)
+    configs = _configs(meta, arrays, info.size, config_spec) if stores_configs else None
     return pda_from_parts(pda, source, depth, info, nodes, known, configs)
 
 
-def _configs(meta: dict, arrays: dict, vocab_size: int) -> StoredConfigs:
-    """Layout 9's stored configuration masks, checked: digests ascending, encodings and rows
-    partitioned by their index arrays, every entry's row in range. An encoding or digest that
-    is wrong can only fail to match (a lookup compares whole encodings), never crash."""
-    check_arrays(arrays, _CONFIG_ARRAYS)
+def _configs(meta: dict, arrays: dict, vocab_size: int, spec: dict) -> StoredConfigs:
+    """The stored configuration masks, checked: digests ascending, encodings and rows
+    partitioned by their index arrays, every entry's row in range (layout 9's rows, by token
+    ids, converted to words). An encoding or digest that is wrong can only fail to match (a
+    lookup compares whole encodings), never crash."""
+    check_arrays(arrays, spec)
     depth = get_field(meta["pda"], "config_depth", int, "metadata.pda")
     require(0 <= depth <= 64, f"pda.config_depth must be in [0, 64], got {depth}")
     digests, indptr, enc, row = (arrays[f"configs.{k}"] for k in ("digest", "enc_indptr", "enc", "row"))
@@ -133,9 +141,46 @@ def _configs(meta: dict, arrays: dict, vocab_size: int) -> StoredConfigs:
             and bool(np.all(indptr[1:] >= indptr[:-1])),
             "configs.enc_indptr must run from 0 to len(configs.enc), one entry per configuration")
     require(bool(np.all(np.diff(indptr) <= MAX_ENCODING)), f"a configuration encoding is longer than {MAX_ENCODING}")
-    rows = _sparse_rows(arrays, vocab_size, "configs")
-    in_range("configs.row", row, 0, len(rows))
-    return StoredConfigs(arrays, depth, vocab_size)
+    configs = {k: arrays[k] for k in ("configs.digest", "configs.enc_indptr", "configs.enc", "configs.row")}
+    if "configs.row_ids" in spec:
+        ids_rows = _sparse_rows(arrays, vocab_size, "configs")
+        configs.update(zip(("configs.row_indptr", "configs.row_word", "configs.row_value", "configs.row_complement"),
+                           word_rows_of_ids(ids_rows.indptr, ids_rows.ids, ids_rows.complement, vocab_size)))
+    else:
+        configs.update({k: arrays[k] for k in spec if k.startswith("configs.row_")})
+        _check_word_rows(configs, vocab_size)
+    in_range("configs.row", row, 0, len(configs["configs.row_complement"]))
+    return StoredConfigs(configs, depth, vocab_size)
+
+
+def _check_word_rows(arrays: dict, vocab_size: int) -> None:
+    """Layout 10's ``configs.row_*``: words ascending within each row, in ``[0, ceil(V/32))``,
+    no bit set past the vocabulary (a complement row lists its last word where ``V`` is not
+    a multiple of 32, since its fill would set those bits)."""
+    indptr, word, value, complement = (arrays[f"configs.row_{k}"] for k in ("indptr", "word", "value", "complement"))
+    require(indptr.shape == (len(complement) + 1,) and indptr[0] == 0 and indptr[-1] == len(word)
+            and bool(np.all(indptr[1:] >= indptr[:-1])),
+            "configs.row_indptr must run from 0 to len(configs.row_word), one row per configs.row_complement entry")
+    require(value.shape == word.shape, "configs.row_value must have one entry per configs.row_word entry")
+    last = n_words(vocab_size) - 1
+    in_range("configs.row_word", word, 0, last + 1)
+    _require_ascending(indptr, word, "configs.row_word")
+    tail = vocab_size % 32
+    if tail:
+        require(not (value[word == last] >> np.uint32(tail)).any(),
+                "configs.row_value sets bits past the vocabulary size")
+        starts, ends = indptr[:-1][complement], indptr[1:][complement]
+        require(bool(np.all(ends > starts)) and bool(np.all(word[ends - 1] == last)),
+                "a complement row of configs.row_* must list its last word (its fill would set bits past the "
+                "vocabulary size)")
+
+
+def _require_ascending(indptr: np.ndarray, ids: np.ndarray, name: str) -> None:
+    """``ids`` strictly ascending within each row of ``indptr`` (checked: partitioned)."""
+    ascending = ids[1:] > ids[:-1]
+    starts = indptr[1:-1]
+    ascending[starts[(starts > 0) & (starts < len(ids))] - 1] = True  # a row's first id follows another row
+    require(bool(ascending.all()), f"{name} must be strictly ascending within each row")
 
 
 def _sparse_rows(arrays: dict, vocab_size: int, section: str = "nodes") -> SparseRows:
@@ -147,10 +192,7 @@ def _sparse_rows(arrays: dict, vocab_size: int, section: str = "nodes") -> Spars
             f"{section}.row_indptr must run from 0 to len({section}.row_ids), one row per "
             f"{section}.row_complement entry")
     in_range(f"{section}.row_ids", ids, 0, vocab_size)
-    ascending = ids[1:] > ids[:-1]
-    starts = indptr[1:-1]
-    ascending[starts[(starts > 0) & (starts < len(ids))] - 1] = True  # a row's first id follows another row
-    require(bool(ascending.all()), f"{section}.row_ids must be strictly ascending within each row")
+    _require_ascending(indptr, ids, f"{section}.row_ids")
     return SparseRows(indptr, ids, complement, vocab_size)
 
 

@@ -316,20 +316,20 @@ class PDATokenTable:
             hit = self._memo.get(key)
             if hit is not None:
                 return hit
-        out = self._compute(chart, key)
+        name, out = self._compute(chart, key)
         out.flags.writeable = False
-        if key is not None:
-            out = self._memo.put(key, self._pool.shared(out))
+        if key is not None:  # a stored mask is one array already (pooling it would cost a hash)
+            out = self._memo.put(key, out if name == "stored_configs" else self._pool.shared(out))
         return out
 
-    def _compute(self, chart: Sequence[ChartSet], key: int | None) -> np.ndarray:
+    def _compute(self, chart: Sequence[ChartSet], key: int | None) -> tuple[str, np.ndarray]:
         """The mask from the first strategy that serves the configuration (the last serves
-        every one)."""
+        every one), and that strategy's name."""
         for name, strategy in zip(self.strategies, self._strategies):
             out = strategy(chart, key)
             if out is not None:
                 self.served[name] += 1
-                return out
+                return name, out
         raise AssertionError("the 'rows' strategy serves every configuration")
 
     def _by_stored_configs(self, chart: Sequence[ChartSet], key: int | None) -> np.ndarray | None:

@@ -25,9 +25,10 @@ from gramc.vocab import Vocab, load_vocab
 #: layout 5 binds the vocabulary by fingerprint only (11.8), layout 6 is layout 5 with a plan
 #: that checks object members (11.9), layout 7 layout 6 with a plan that routes member names
 #: by pattern (11.10), layout 8 is every ``pda`` artifact, its calls sparse (11.11), layout 9
-#: layout 8 with a bound one's stored configuration masks (11.12); ``dfa`` files without a
-#: plan are still written as layout 1.
-SUPPORTED_ARTIFACT_VERSIONS = (1, 2, 3, 4, 5, 6, 7, 8, 9)
+#: layout 8 with a bound one's stored configuration masks (11.12), layout 10 layout 9 with
+#: those masks stored as their words (11.13); ``dfa`` files without a plan are still written
+#: as layout 1.
+SUPPORTED_ARTIFACT_VERSIONS = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10)
 
 #: The payload reader of each artifact kind: a module whose ``read_payload(meta, arrays,
 #: source, info, limits, vocab)`` returns the artifact (``vocab``: the decoder's vocabulary,
@@ -111,20 +112,20 @@ def read_artifact(meta: dict, arrays: dict, limits: ReadLimits = DEFAULT_READ_LI
     require(kind in PAYLOAD_READERS, f"unknown artifact kind {kind!r} (this gramc reads "
             f"{' and '.join(map(repr, PAYLOAD_READERS))})")
     require(kind != "counted" or version in (2, 4, 5, 6, 7), "the 'counted' kind needs artifact layout 2 (or 4-7)")
-    require(kind == "pda" or version not in (3, 8, 9), f"artifact layout {version} has no {kind!r} kind")
+    require(kind == "pda" or version not in (3, 8, 9, 10), f"artifact layout {version} has no {kind!r} kind")
     source = get_field(meta, "source", dict)
     if version == 5:
         require(kind != "dfa" or "unique" in source,
                 "artifact layout 5 has no 'dfa' kind without a uniqueItems plan (it reads no token bytes)")
-    require("unique" not in source or version in (4, 5, 6, 7, 8, 9),
-            "an artifact with a runtime plan (source.unique) is layout 4, 5, 6, 7, 8 or 9")
+    require("unique" not in source or version in (4, 5, 6, 7, 8, 9, 10),
+            "an artifact with a runtime plan (source.unique) is layout 4, 5, 6, 7, 8, 9 or 10")
     require(version != 4 or "unique" in source,
             "artifact layout 4 is exactly the layout of an artifact with a uniqueItems plan (source.unique)")
     require(version not in (6, 7) or "unique" in source,
             f"artifact layout {version} is the layout of an artifact with a runtime plan (source.unique)")
     if "unique" in source:
         _check_plan(source["unique"])
-        if version < 8:  # layouts 8 and 9 hold any plan
+        if version < 8:  # layouts 8 to 10 hold any plan
             require(has_patterns(source["unique"]) == (version == 7),
                     "artifact layout 7 is exactly the layout of a plan that routes names by pattern ('patterns')")
             require(version == 7 or has_members(source["unique"]) == (version == 6),
