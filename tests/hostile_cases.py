@@ -245,25 +245,48 @@ def dense_calls(delta, indptr, rule, ret, n_rules: int):
     return out
 
 
-def as_layout_9(doc: dict) -> None:
-    """A PDA document with its stored configuration masks by token ids, as layout 9 stored them."""
+def rows_by_ids(indptr, word, value, complement, vocab_size: int):
+    """Rows in the word form (layout 10) as layouts 5 to 9 stored them, by token ids:
+    ``(indptr, ids, complement)``, each row listing its set ids or, where more than half
+    are set, the ids it leaves out."""
     import numpy as np
 
-    from gramc.bitmask import expand_word_row, sparse_rows
+    from gramc.bitmask import WordRows
 
+    packed = WordRows(indptr, word, value, complement, vocab_size)[np.arange(len(complement))]
+    bits = np.unpackbits(packed.view(np.uint8), axis=1, bitorder="little")[:, :vocab_size].astype(bool)
+    flags = bits.sum(axis=1) > vocab_size // 2
+    row, ids = np.nonzero(bits ^ flags[:, None])
+    counts = np.bincount(row, minlength=len(flags))
+    return np.concatenate([[0], np.cumsum(counts)]).astype(np.int64), ids.astype(np.int32), flags
+
+
+def packed_rows_of_ids(indptr, ids, complement, vocab_size: int):
+    """Rows by token ids (layouts 5 to 9) as packed rows."""
+    import numpy as np
+
+    from gramc.bitmask import WordRows, word_rows_of_ids
+
+    return WordRows(*word_rows_of_ids(indptr, ids, complement, vocab_size), vocab_size)[np.arange(len(complement))]
+
+
+def as_layout_9(doc: dict) -> None:
+    """A PDA document with its node rows and stored configuration masks by token ids, as
+    layouts 5 to 9 stored them."""
     size = doc["meta"]["vocab"]["size"]
-    indptr, word, value, complement = (get_array(doc, f"configs.row_{k}") for k in ("indptr", "word", "value", "complement"))
-    packed = np.array([expand_word_row(word[a:b], value[a:b], bool(c), size)
-                       for a, b, c in zip(indptr[:-1], indptr[1:], complement)], dtype=np.uint32)
-    for k in ("indptr", "word", "value", "complement"):
-        del doc["arrays"][f"configs.row_{k}"]
-    for k, array in zip(("indptr", "ids", "complement"), sparse_rows(packed, size)):
-        set_array(doc, f"configs.row_{k}", array)
+    for section in ("nodes", "configs"):
+        form = [get_array(doc, f"{section}.row_{k}") for k in ("indptr", "word", "value", "complement")]
+        for k in ("indptr", "word", "value", "complement"):
+            del doc["arrays"][f"{section}.row_{k}"]
+        for k, array in zip(("indptr", "ids", "complement"), rows_by_ids(*form, size)):
+            set_array(doc, f"{section}.row_{k}", array)
     doc["meta"]["artifact_version"] = 9
 
 
 def as_layout_8(doc: dict) -> None:
     """A PDA document without stored configuration masks, as layout 8 stored it."""
+    if doc["meta"]["vocab"] is not None and doc["meta"]["artifact_version"] == 10:
+        as_layout_9(doc)
     for name in [n for n in doc["arrays"] if n.startswith("configs.")]:
         del doc["arrays"][name]
     doc["meta"]["pda"].pop("config_depth", None)
@@ -284,21 +307,26 @@ def as_layout_3(doc: dict) -> None:
     """A bound PDA document as layout 3 wrote it: the distinct node rows packed, the
     vocabulary's token bytes and the calls as columns (for the cases of files written
     before layout 5)."""
-    import numpy as np
-
-    from gramc.bitmask import SparseRows
     from gramc.runtime.vocab_bytes import vocab_arrays
 
     as_layout_7(doc)
 
-    rows = SparseRows(*(get_array(doc, f"nodes.row_{k}") for k in ("indptr", "ids", "complement")),
-                      doc["meta"]["vocab"]["size"])
+    rows = packed_rows_of_ids(*(get_array(doc, f"nodes.row_{k}") for k in ("indptr", "ids", "complement")),
+                         doc["meta"]["vocab"]["size"])
     for name in ("nodes.row_indptr", "nodes.row_ids", "nodes.row_complement", "pda.finish_rank"):
         del doc["arrays"][name]
-    set_array(doc, "nodes.rows", rows[np.arange(len(rows))])
+    set_array(doc, "nodes.rows", rows)
     for name, array in vocab_arrays(tiny_vocab()).items():
         set_array(doc, name, array)
     doc["meta"]["artifact_version"] = 3
+
+
+def in_layout_9(*changes: Callable[[dict], None]) -> Callable[[dict], None]:
+    def change(doc: dict) -> None:
+        as_layout_9(doc)
+        for c in changes:
+            c(doc)
+    return change
 
 
 def in_layout_3(*changes: Callable[[dict], None]) -> Callable[[dict], None]:
@@ -893,7 +921,17 @@ def _():
 
 @case("artifact", "pda-row-ids-int32-max", error="ArtifactFormatError", match=r"array 'nodes.row_ids': value 2147483647")
 def _():
-    return load_bytes(tampered("pda", array_set("nodes.row_ids", -1, 2**31 - 1)))
+    return load_bytes(tampered("pda", in_layout_9(array_set("nodes.row_ids", -1, 2**31 - 1))))
+
+
+@case("artifact", "pda-row-word-int32-max", error="ArtifactFormatError", match=r"array 'nodes.row_word': value 2147483647")
+def _():
+    return load_bytes(tampered("pda", array_set("nodes.row_word", -1, 2**31 - 1)))
+
+
+@case("artifact", "pda-row-value-past-vocab", error="ArtifactFormatError", match=r"nodes.row_value sets bits past")
+def _():
+    return load_bytes(tampered("pda", array_set("nodes.row_value", -1, 2**32 - 1)))
 
 
 @case("artifact", "pda-row-indptr-2**62", error="ArtifactFormatError", match=r"nodes.row_indptr")
@@ -907,6 +945,17 @@ def _():
 
     def change(doc):
         set_array(doc, "nodes.row_ids", np.random.default_rng(0).integers(0, 9, 1 << 20, dtype=np.int32))
+        set_array(doc, "nodes.row_indptr", np.array([0] + [1 << 20] * (len(get_array(doc, "nodes.row_indptr")) - 1)))
+    return load_bytes(tampered("pda", in_layout_9(change)))
+
+
+@case("artifact", "pda-row-words-1M-unsorted", error="ArtifactFormatError", match=r"nodes.row_word")
+def _():
+    import numpy as np
+
+    def change(doc):
+        set_array(doc, "nodes.row_word", np.zeros(1 << 20, dtype=np.int32))
+        set_array(doc, "nodes.row_value", np.random.default_rng(0).integers(1, 9, 1 << 20, dtype=np.uint32))
         set_array(doc, "nodes.row_indptr", np.array([0] + [1 << 20] * (len(get_array(doc, "nodes.row_indptr")) - 1)))
     return load_bytes(tampered("pda", change))
 
@@ -952,10 +1001,7 @@ def _():
 @case("artifact", "pda-configs-layout-9-row-ids-int32-max", error="ArtifactFormatError",
       match=r"array 'configs.row_ids': value 2147483647")
 def _():
-    def change(doc):
-        as_layout_9(doc)
-        array_set("configs.row_ids", -1, 2**31 - 1)(doc)
-    return load_bytes(tampered("pda", change))
+    return load_bytes(tampered("pda", in_layout_9(array_set("configs.row_ids", -1, 2**31 - 1))))
 
 
 @case("artifact", "pda-configs-layout-9-1M-rows", ok=[0, 2])

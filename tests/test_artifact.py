@@ -147,20 +147,20 @@ def test_layouts_3_and_8_to_10_are_only_for_pda_artifacts(art, layout):
 
 
 def _as_layout_9(meta, arrays):
-    """A bound PDA artifact's arrays as layout 9 wrote them: its configuration masks by
-    their token ids."""
-    from gramc.bitmask import expand_word_row, sparse_rows
+    """A bound PDA artifact's arrays as layout 9 wrote them: node rows and configuration
+    masks by their token ids."""
+    from hostile_cases import rows_by_ids
 
-    size = meta["vocab"]["size"]
-    indptr, word, value, complement = (arrays.pop(f"configs.row_{k}") for k in ("indptr", "word", "value", "complement"))
-    packed = np.array([expand_word_row(word[a:b], value[a:b], bool(c), size)
-                       for a, b, c in zip(indptr[:-1], indptr[1:], complement)], dtype=np.uint32)
-    arrays["configs.row_indptr"], arrays["configs.row_ids"], arrays["configs.row_complement"] = sparse_rows(packed, size)
+    for section in ("nodes", "configs"):
+        form = [arrays.pop(f"{section}.row_{k}") for k in ("indptr", "word", "value", "complement")]
+        arrays[f"{section}.row_indptr"], arrays[f"{section}.row_ids"], arrays[f"{section}.row_complement"] = \
+            rows_by_ids(*form, meta["vocab"]["size"])
     meta["artifact_version"] = 9
 
 
 def _as_layout_8(meta, arrays):
     """A bound PDA artifact's arrays as layout 8 wrote them: no stored configuration masks."""
+    _as_layout_9(meta, arrays)
     for name in [n for n in arrays if n.startswith("configs.")]:
         del arrays[name]
     del meta["pda"]["config_depth"]
@@ -180,14 +180,14 @@ def _as_layout_5(meta, arrays):
 def _as_layout_3(meta, arrays):
     """A bound PDA artifact's arrays as layout 3 wrote them: the distinct node rows packed,
     the vocabulary's token bytes, a call column per rule."""
-    from gramc.bitmask import SparseRows
+    from hostile_cases import packed_rows_of_ids
+
     from gramc.runtime.vocab_bytes import vocab_arrays
 
     _as_layout_5(meta, arrays)
 
-    rows = SparseRows(arrays.pop("nodes.row_indptr"), arrays.pop("nodes.row_ids"),
-                      arrays.pop("nodes.row_complement"), meta["vocab"]["size"])
-    arrays["nodes.rows"] = rows[np.arange(len(rows))]
+    arrays["nodes.rows"] = packed_rows_of_ids(arrays.pop("nodes.row_indptr"), arrays.pop("nodes.row_ids"),
+                                              arrays.pop("nodes.row_complement"), meta["vocab"]["size"])
     del arrays["pda.finish_rank"]
     arrays.update({k: np.array(v) for k, v in vocab_arrays(PDA_VOCAB).items()})
     meta["artifact_version"] = 3
@@ -335,21 +335,35 @@ def _in_layout_3(change):
     return fn
 
 
-def _a_row_word_twice(meta, arrays):
-    """The first stored row lists its first word twice."""
-    word, value, indptr = (arrays[f"configs.row_{k}"] for k in ("word", "value", "indptr"))
-    arrays["configs.row_word"] = np.concatenate([word[:1], word])
-    arrays["configs.row_value"] = np.concatenate([value[:1], value])
-    arrays["configs.row_indptr"] = np.concatenate([[0], indptr[1:] + 1])
+def _a_row_word_twice(section):
+    """The first row of ``section`` that lists a word lists it twice."""
+    def change(meta, arrays):
+        word, value, indptr = (arrays[f"{section}.row_{k}"] for k in ("word", "value", "indptr"))
+        r = int(np.flatnonzero(np.diff(indptr))[0])
+        at = int(indptr[r])
+        arrays[f"{section}.row_word"] = np.insert(word, at, word[at])
+        arrays[f"{section}.row_value"] = np.insert(value, at, value[at])
+        arrays[f"{section}.row_indptr"] = indptr + (np.arange(len(indptr)) > r)
+    return change
 
 
-def _empty_complement_rows(meta, arrays):
-    """Every stored row a complement, all but the last listing no word (so their fill sets
-    the bits past the vocabulary size)."""
-    n = len(arrays["configs.row_complement"])
-    arrays["configs.row_complement"] = np.ones(n, bool)
-    arrays["configs.row_word"], arrays["configs.row_value"] = arrays["configs.row_word"][:1], arrays["configs.row_value"][:1]
-    arrays["configs.row_indptr"] = np.array([0] * n + [1], np.int64)
+def _empty_complement_rows(section):
+    """Every row of ``section`` a complement, all but the last listing no word (so their
+    fill sets the bits past the vocabulary size)."""
+    def change(meta, arrays):
+        n = len(arrays[f"{section}.row_complement"])
+        arrays[f"{section}.row_complement"] = np.ones(n, bool)
+        for k in ("word", "value"):
+            arrays[f"{section}.row_{k}"] = arrays[f"{section}.row_{k}"][:1]
+        arrays[f"{section}.row_indptr"] = np.array([0] * n + [1], np.int64)
+    return change
+
+
+def _in_layout_9(change):
+    def both(meta, arrays):
+        _as_layout_9(meta, arrays)
+        change(meta, arrays)
+    return both
 
 
 
@@ -368,8 +382,12 @@ def _empty_complement_rows(meta, arrays):
         # a padding bit would allow an id past the vocabulary
         (_in_layout_3(lambda m, a: a["nodes.rows"].__setitem__((0, -1), 1 << 31)), "padding bits"),
         # layout 5's sparse rows: ids in range, ascending, pointers that fit
-        (_set("nodes.row_ids", 0, len(PDA_VOCAB.tokens)), "nodes.row_ids"),
-        (lambda m, a: a.__setitem__("nodes.row_ids", a["nodes.row_ids"][::-1].copy()), "ascending"),
+        (_in_layout_9(_set("nodes.row_ids", 0, len(PDA_VOCAB.tokens))), "nodes.row_ids"),
+        (_in_layout_9(lambda m, a: a.__setitem__("nodes.row_ids", a["nodes.row_ids"][::-1].copy())), "ascending"),
+        (_set("nodes.row_word", 0, 1), "nodes.row_word"),
+        (_set("nodes.row_value", 0, 0xFFFFFFFF), "nodes.row_value sets bits past the vocabulary size"),
+        (_a_row_word_twice("nodes"), "nodes.row_word must be strictly ascending"),
+        (_empty_complement_rows("nodes"), "must list its last word"),
         (lambda m, a: a.__setitem__("nodes.row_indptr", a["nodes.row_indptr"][:-1].copy()), "nodes.row_indptr"),
         (_set("nodes.row_indptr", -1, 10**4), "nodes.row_indptr"),
         (lambda m, a: a.__setitem__("vocab.bytes", np.zeros(3, np.uint8)), "unexpected arrays"),
@@ -393,9 +411,9 @@ def _empty_complement_rows(meta, arrays):
         (_set("configs.row_word", 0, 1), "configs.row_word"),
         (_set("configs.row_value", 0, 0xFFFFFFFF), "configs.row_value sets bits past the vocabulary size"),
         (lambda m, a: a.__setitem__("configs.row_value", a["configs.row_value"][:-1].copy()), "configs.row_value must"),
-        (_a_row_word_twice, "configs.row_word must be strictly ascending"),
-        (_empty_complement_rows, "must list its last word"),
-        (lambda m, a: (_as_layout_9(m, a), _set("configs.row_ids", 0, len(PDA_VOCAB.tokens))(m, a)), "configs.row_ids"),
+        (_a_row_word_twice("configs"), "configs.row_word must be strictly ascending"),
+        (_empty_complement_rows("configs"), "must list its last word"),
+        (_in_layout_9(_set("configs.row_ids", 0, len(PDA_VOCAB.tokens))), "configs.row_ids"),
         (lambda m, a: a.__setitem__("configs.row_indptr", a["configs.row_indptr"][:-1].copy()), "configs.row_indptr"),
         (lambda m, a: m["pda"].pop("config_depth"), "config_depth"),
         (lambda m, a: m["pda"].__setitem__("config_depth", -1), "config_depth"),

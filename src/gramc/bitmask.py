@@ -45,52 +45,8 @@ def pack_rows(indptr: np.ndarray, token_ids: np.ndarray, vocab_size: int) -> np.
     return out
 
 
-#: Rows :func:`sparse_rows` unpacks at a time (a byte per token: 32 MB at a 128k vocabulary).
-_SPARSE_CHUNK = 256
-
-
-def sparse_rows(rows: np.ndarray, vocab_size: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Packed rows as ``(indptr, ids, complement)``: row ``i`` lists its set ids, or, where
-    ``complement[i]``, the ids of ``[0, vocab_size)`` it leaves out (whichever are fewer),
-    ascending. Most grammar rows allow a handful of tokens or all but a handful, so this is
-    a fraction of the packed rows' size (see :func:`expand_sparse_row`)."""
-    if not len(rows):
-        return np.zeros(1, np.int64), np.zeros(0, np.int32), np.zeros(0, bool)
-    counts, all_ids, flags = [], [], []
-    for lo in range(0, len(rows), _SPARSE_CHUNK):  # a byte per token and row: a few rows at a time
-        bits = np.unpackbits(rows[lo:lo + _SPARSE_CHUNK].view(np.uint8), axis=1,
-                             bitorder="little")[:, :vocab_size].view(bool)
-        complement = bits.sum(axis=1) > vocab_size // 2
-        bits ^= complement[:, None]
-        row, ids = np.nonzero(bits)
-        counts.append(np.bincount(row, minlength=len(bits)))
-        all_ids.append(ids.astype(np.int32))
-        flags.append(complement)
-    indptr = np.concatenate([[0], np.cumsum(np.concatenate(counts))]).astype(np.int64)
-    return indptr, np.concatenate(all_ids), np.concatenate(flags)
-
-
-#: Past this many ids a sparse row is expanded through a byte per id (a scatter and a pack)
-#: rather than ``bitwise_or.at``, whose cost per id is about three times as high.
-_SCATTER_IDS = 1024
-
-
-def expand_sparse_row(ids: np.ndarray, complement: bool, vocab_size: int) -> np.ndarray:
-    """The packed row of one :func:`sparse_rows` row (``ids`` distinct, in ``[0, vocab_size)``)."""
-    words = np.zeros(n_words(vocab_size), dtype=np.uint32)
-    if complement:
-        words[:] = 0xFFFFFFFF
-        if vocab_size % 32:  # ids at or past the vocabulary size are never allowed
-            words[-1] = np.uint32((1 << (vocab_size % 32)) - 1)
-    if len(ids) > _SCATTER_IDS:  # many ids: a byte per id, then packed (~3x less than .at)
-        bits = np.zeros(len(words) * 32, dtype=np.uint8)
-        bits[ids] = 1
-        packed = np.packbits(bits, bitorder="little").view(np.uint32)
-        return words ^ packed if complement else packed
-    ids = ids.astype(np.int64)
-    (np.bitwise_xor if complement else np.bitwise_or).at(
-        words, ids >> 5, np.left_shift(np.uint32(1), (ids & 31).astype(np.uint32)))
-    return words
+#: Rows :func:`word_rows` compares at a time (bounds its temporary bool matrices).
+_WORD_CHUNK = 256
 
 
 #: The set bits of each byte value.
@@ -101,14 +57,17 @@ def word_rows(rows: np.ndarray, vocab_size: int) -> tuple[np.ndarray, np.ndarray
     """Packed rows as ``(indptr, word, value, complement)``: row ``i`` is all zeros, or all
     ones where ``complement[i]``, except its listed words ``word[indptr[i]:indptr[i + 1]]``
     (ascending), which hold ``value``. A row is a complement where more than half of its
-    bits are set, as in :func:`sparse_rows` (so :func:`word_rows_of_ids` gives the same
-    arrays). Expanding one is a fill and an indexed store (:func:`expand_word_row`), a few
-    µs at any density, where :func:`expand_sparse_row`'s ids cost per id."""
+    bits are set (so a row in the form of token ids, which lists whichever of its set or
+    clear ids are fewer, converts to the same arrays: :func:`word_rows_of_ids`). Most
+    grammar rows allow a handful of tokens or all but a handful, so this is a fraction of
+    the packed rows' size, and expanding one is a fill and an indexed store
+    (:func:`expand_word_row`): a few µs at any density, where a store per token id cost
+    up to 120 µs."""
     ones = np.uint32(0xFFFFFFFF)
     counts, words, values, flags = [np.zeros(0, np.int64)], [np.zeros(0, np.int32)], [np.zeros(0, np.uint32)], \
         [np.zeros(0, bool)]
-    for lo in range(0, len(rows), _SPARSE_CHUNK):  # bounds the temporary bool matrices
-        chunk = rows[lo:lo + _SPARSE_CHUNK]
+    for lo in range(0, len(rows), _WORD_CHUNK):
+        chunk = rows[lo:lo + _WORD_CHUNK]
         complement = _BYTE_BITS[chunk.view(np.uint8)].sum(axis=1, dtype=np.int64) > vocab_size // 2
         row, word = np.nonzero(chunk != np.where(complement, ones, np.uint32(0))[:, None])  # row-major
         counts.append(np.bincount(row, minlength=len(chunk)))
@@ -121,8 +80,10 @@ def word_rows(rows: np.ndarray, vocab_size: int) -> tuple[np.ndarray, np.ndarray
 
 def word_rows_of_ids(indptr: np.ndarray, ids: np.ndarray, complement: np.ndarray,
                      vocab_size: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """The :func:`word_rows` form of rows in the :func:`sparse_rows` form (``ids`` distinct
-    and ascending within each row), without expanding any row: linear in the ids."""
+    """The :func:`word_rows` form of rows given by token ids (as artifact layouts 5 to 9
+    store them): row ``i`` allows ``ids[indptr[i]:indptr[i + 1]]`` (distinct, ascending), or,
+    where ``complement[i]``, every id of ``[0, vocab_size)`` but those. Linear in the ids;
+    no row is expanded."""
     n_rows = len(complement)
     row = np.repeat(np.arange(n_rows, dtype=np.int64), np.diff(indptr))
     word = ids.astype(np.int64) >> 5
@@ -153,14 +114,16 @@ def expand_word_row(word: np.ndarray, value: np.ndarray, complement: bool, vocab
     return out
 
 
-class SparseRows:
-    """Packed rows kept in the :func:`sparse_rows` form, each expanded on first use and kept:
-    what a loaded artifact's node rows are, so that loading it costs their ids, not
-    ``rows x ceil(V / 32)`` words. Indexed like the ``uint32 [K, W]`` array it stands for:
-    by a row number (a read-only row) or an array of them (a new ``[n, W]`` array)."""
+class WordRows:
+    """Packed rows kept in the :func:`word_rows` form, each expanded on first use and kept:
+    what a loaded artifact's node rows are, so that loading it costs their listed words,
+    not ``rows x ceil(V / 32)`` words. Indexed like the ``uint32 [K, W]`` array it stands
+    for: by a row number (a read-only row) or an array of them (a new ``[n, W]`` array)."""
 
-    def __init__(self, indptr: np.ndarray, ids: np.ndarray, complement: np.ndarray, vocab_size: int):
-        self.indptr, self.ids, self.complement, self.vocab_size = indptr, ids, complement, vocab_size
+    def __init__(self, indptr: np.ndarray, word: np.ndarray, value: np.ndarray, complement: np.ndarray,
+                 vocab_size: int):
+        self.indptr, self.word, self.value, self.complement = indptr, word, value, complement
+        self.vocab_size = vocab_size
         self.shape = (len(complement), n_words(vocab_size))
         self._rows: list[np.ndarray | None] = [None] * len(complement)
 
@@ -172,8 +135,9 @@ class SparseRows:
             return np.array([self[int(k)] for k in np.asarray(i).reshape(-1)], dtype=np.uint32).reshape(-1, self.shape[1])
         row = self._rows[i]
         if row is None:
-            row = expand_sparse_row(self.ids[self.indptr[i] : self.indptr[i + 1]], bool(self.complement[i]),
-                                    self.vocab_size)
+            a, b = self.indptr[i], self.indptr[i + 1]
+            row = expand_word_row(self.word[a:b].astype(np.intp), self.value[a:b], bool(self.complement[i]),
+                                  self.vocab_size)
             row.flags.writeable = False
             self._rows[i] = row
         return row

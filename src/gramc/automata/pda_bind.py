@@ -32,7 +32,7 @@ from gramc.automata.bind import STATE_CHUNK
 from gramc.automata.pda_table import PDATable
 from gramc.automata.tables import DEAD
 from gramc.automata.trie import TokenTrie
-from gramc.bitmask import SparseRows, n_words, pack_dense
+from gramc.bitmask import WordRows, n_words, pack_dense
 from gramc.limits import DEFAULT_LIMITS, Deadline, Limits
 
 #: Calls expanded inside a node's region (deeper calls make tokens uncertain).
@@ -328,7 +328,7 @@ class NodeTokens:
     ``accepted[row_of[i]]`` (as an artifact stores them: most nodes share their row), or,
     where ``row_of[i]`` is -1, was not computed (its uncertain row is then empty)."""
 
-    accepted: np.ndarray | SparseRows  # uint32 [N, W], or [K, W] distinct rows
+    accepted: np.ndarray | WordRows  # uint32 [N, W], or [K, W] distinct rows
     unc_indptr: np.ndarray  # int64 [N + 1]
     unc_ids: np.ndarray  # int32, ascending within each row
     row_of: np.ndarray | None = None  # int32 [N]: each node's row of ``accepted``

@@ -19,7 +19,7 @@ import numpy as np
 from gramc.automata.pda_bind import DEFAULT_DEPTH, NodeTokens, bind_nodes, expand, reading_order
 from gramc.automata.pda_table import PDATable
 from gramc.automata.trie import trie_for
-from gramc.bitmask import SparseRows, n_words, sparse_rows
+from gramc.bitmask import WordRows, n_words, word_rows
 from gramc.errors import LimitExceededError
 from gramc.limits import DEFAULT_LIMITS, DEFAULT_RUNTIME_LIMITS, Deadline, Limits, RuntimeLimits
 from gramc.runtime.artifact import FINGERPRINT_ARTIFACT_VERSION, WORD_ROWS_ARTIFACT_VERSION, Artifact, VocabInfo
@@ -106,10 +106,11 @@ class PDAArtifact(Artifact):
         if t is not None and configs is not None:
             nodes = eager_rows(self.pda, t.trie, self.depth) if t.stored is None else t.stored
             rows, row_of = nodes.distinct()
-            indptr, ids, complement = sparse_rows(rows, t.vocab_size)
+            indptr, word, value, complement = word_rows(rows, t.vocab_size)
             arrays.update({
                 "nodes.row_indptr": indptr,
-                "nodes.row_ids": ids,
+                "nodes.row_word": word,
+                "nodes.row_value": value,
                 "nodes.row_complement": complement,
                 "nodes.row_of": np.asarray(row_of, dtype=np.int32),  # no copies: a large table's
                 "nodes.unc_indptr": np.asarray(nodes.unc_indptr, dtype=np.int64),  # uncertain ids
@@ -168,7 +169,7 @@ def eager_rows(pda: PDATable, trie, depth: int, limits: Limits = DEFAULT_LIMITS,
         return bind_nodes(pda, trie, nodes, depth, x, limits, deadline)
     row_of = np.full(pda.n_nodes - 1, -1, dtype=np.int32)
     counts = np.zeros(pda.n_nodes - 1, dtype=np.int64)
-    accepted: np.ndarray | SparseRows
+    accepted: np.ndarray | WordRows
     if x is None:
         accepted, unc_ids = np.zeros((0, n_words(trie.vocab_size)), dtype=np.uint32), np.zeros(0, dtype=np.int32)
     else:

@@ -3,9 +3,10 @@
 The PDA section (``pda.*``): shapes agree, every index is in range, transitions stay inside
 their rule, every node can finish its rule. When bound, the node tables (``nodes.*``: the
 distinct node rows, sparse, and the uncertain tokens) and, from layout 9, the stored
-configuration masks (``configs.*``: by their token ids in layout 9, converted here, by their
-words from layout 10); files of layouts 1 and 3 also store the vocabulary's
-token bytes (``vocab.*``), which must match the recorded fingerprint.
+configuration masks (``configs.*``). Rows are sparse by their words from layout 10, by their
+token ids in layouts 5 to 9 (converted here); files of layouts 1 and 3 store the node rows
+packed, and the vocabulary's token bytes (``vocab.*``), which must match the recorded
+fingerprint.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import numpy as np
 from gramc.automata.pda_bind import NodeTokens
 from gramc.automata.pda_table import Calls, PDATable
 from gramc.automata.tables import DEAD
-from gramc.bitmask import SparseRows, n_words, word_rows_of_ids
+from gramc.bitmask import WordRows, n_words, word_rows_of_ids
 from gramc.formats.limits import ReadLimits
 from gramc.runtime.artifact import (FINGERPRINT_ARTIFACT_VERSION, SPARSE_CALLS_ARTIFACT_VERSION,
                                     STORED_CONFIGS_ARTIFACT_VERSION, WORD_ROWS_ARTIFACT_VERSION, VocabInfo)
@@ -42,16 +43,21 @@ _CALL_ARRAYS = {
 }
 #: Layout 5's proof that every node can finish its rule (:mod:`gramc.runtime.pda_finish`).
 _RANKS = {"pda.finish_rank": (np.int32, 1)}
+#: Layout 10's node tables: the distinct node rows by their words, and the uncertain tokens.
 _NODE_ARRAYS = {
     "nodes.row_indptr": (np.int64, 1),
-    "nodes.row_ids": (np.int32, 1),
+    "nodes.row_word": (np.int32, 1),
+    "nodes.row_value": (np.uint32, 1),
     "nodes.row_complement": (np.bool_, 1),
     "nodes.row_of": (np.int32, 1),
     "nodes.unc_indptr": (np.int64, 1),
     "nodes.unc_ids": (np.int32, 1),
 }
-#: Layout 10's stored configuration masks (:mod:`gramc.runtime.pda_configs`), their rows
-#: by their words.
+#: Layouts 5 to 9 stored the rows by their token ids.
+_NODE_ARRAYS_V5 = {**{k: v for k, v in _NODE_ARRAYS.items() if k not in ("nodes.row_word", "nodes.row_value")},
+                   "nodes.row_ids": (np.int32, 1)}
+#: Layout 10's stored configuration masks (:mod:`gramc.runtime.pda_configs`), the distinct
+#: masks by their words.
 _CONFIG_ARRAYS = {
     "configs.digest": (np.uint64, 1),
     "configs.enc_indptr": (np.int64, 1),
@@ -62,7 +68,7 @@ _CONFIG_ARRAYS = {
     "configs.row_value": (np.uint32, 1),
     "configs.row_complement": (np.bool_, 1),
 }
-#: Layout 9 stored those rows by their token ids (as node rows are stored).
+#: Layout 9 stored those rows by their token ids, as layouts 5 to 9 stored node rows.
 _CONFIG_ARRAYS_V9 = {**{k: v for k, v in _CONFIG_ARRAYS.items() if k not in ("configs.row_word", "configs.row_value")},
                      "configs.row_ids": (np.int32, 1)}
 #: Layout 3 stored the distinct rows packed, and the token bytes.
@@ -83,10 +89,12 @@ def read_payload(meta: dict, arrays: dict, source: dict, info: VocabInfo | None,
     against the fingerprint."""
     version = meta["artifact_version"]  # an int: checked by the reader
     stores_bytes = version < FINGERPRINT_ARTIFACT_VERSION  # 5 and later bind by fingerprint
-    spec = _NODE_ARRAYS_V1 if version == 1 else _NODE_ARRAYS_V3 if stores_bytes else _NODE_ARRAYS
+    by_words = version >= WORD_ROWS_ARTIFACT_VERSION
+    spec = _NODE_ARRAYS_V1 if version == 1 else _NODE_ARRAYS_V3 if stores_bytes else \
+        _NODE_ARRAYS if by_words else _NODE_ARRAYS_V5
     sparse_calls = version >= SPARSE_CALLS_ARTIFACT_VERSION
     stores_configs = info is not None and version >= STORED_CONFIGS_ARTIFACT_VERSION
-    config_spec = _CONFIG_ARRAYS if version >= WORD_ROWS_ARTIFACT_VERSION else _CONFIG_ARRAYS_V9
+    config_spec = _CONFIG_ARRAYS if by_words else _CONFIG_ARRAYS_V9
     no_extra(arrays, _PDA_ARRAYS, spec if info else {}, {} if stores_bytes else _RANKS,
              _CALL_ARRAYS if sparse_calls else {}, config_spec if stores_configs else {})
     if not stores_bytes:
@@ -97,14 +105,14 @@ def read_payload(meta: dict, arrays: dict, source: dict, info: VocabInfo | None,
     check_arrays(arrays, spec)
     in_range("pda.token_ids", pda.token_ids, 0, info.size)
     n = pda.n_nodes - 1
-    rows: np.ndarray | SparseRows
+    rows: np.ndarray | WordRows
     if "nodes.accepted" in spec:
         rows, row_of = arrays["nodes.accepted"], None
         require(rows.shape[0] == n, "nodes.accepted must have one mask row per node")
     elif "nodes.rows" in spec:
         rows, row_of = arrays["nodes.rows"], arrays["nodes.row_of"]
     else:
-        rows, row_of = _sparse_rows(arrays, info.size), arrays["nodes.row_of"]
+        rows, row_of = WordRows(*_row_arrays(arrays, info.size, "nodes", by_words), info.size), arrays["nodes.row_of"]
     if row_of is not None:
         require(row_of.shape == (n,), "nodes.row_of must have one entry per node")
         in_range("nodes.row_of", row_of, -1, len(rows))
@@ -121,15 +129,14 @@ def read_payload(meta: dict, arrays: dict, source: dict, info: VocabInfo | None,
         require(not (indptr[1:] - indptr[:-1])[row_of < 0].any(), "a node without a stored row has uncertain tokens")
     nodes = NodeTokens(accepted=rows, unc_indptr=indptr, unc_ids=ids, row_of=row_of)
     known = read_token_bytes(arrays, info, vocab) if stores_bytes else bound_vocab(info, vocab)
-    configs = _configs(meta, arrays, info.size, config_spec) if stores_configs else None
+    configs = _configs(meta, arrays, info.size, config_spec, by_words) if stores_configs else None
     return pda_from_parts(pda, source, depth, info, nodes, known, configs)
 
 
-def _configs(meta: dict, arrays: dict, vocab_size: int, spec: dict) -> StoredConfigs:
+def _configs(meta: dict, arrays: dict, vocab_size: int, spec: dict, by_words: bool) -> StoredConfigs:
     """The stored configuration masks, checked: digests ascending, encodings and rows
-    partitioned by their index arrays, every entry's row in range (layout 9's rows, by token
-    ids, converted to words). An encoding or digest that is wrong can only fail to match (a
-    lookup compares whole encodings), never crash."""
+    partitioned by their index arrays, every entry's row in range. An encoding or digest that
+    is wrong can only fail to match (a lookup compares whole encodings), never crash."""
     check_arrays(arrays, spec)
     depth = get_field(meta["pda"], "config_depth", int, "metadata.pda")
     require(0 <= depth <= 64, f"pda.config_depth must be in [0, 64], got {depth}")
@@ -141,59 +148,44 @@ def _configs(meta: dict, arrays: dict, vocab_size: int, spec: dict) -> StoredCon
             and bool(np.all(indptr[1:] >= indptr[:-1])),
             "configs.enc_indptr must run from 0 to len(configs.enc), one entry per configuration")
     require(bool(np.all(np.diff(indptr) <= MAX_ENCODING)), f"a configuration encoding is longer than {MAX_ENCODING}")
+    rows = _row_arrays(arrays, vocab_size, "configs", by_words)
+    in_range("configs.row", row, 0, len(rows[3]))
     configs = {k: arrays[k] for k in ("configs.digest", "configs.enc_indptr", "configs.enc", "configs.row")}
-    if "configs.row_ids" in spec:
-        ids_rows = _sparse_rows(arrays, vocab_size, "configs")
-        configs.update(zip(("configs.row_indptr", "configs.row_word", "configs.row_value", "configs.row_complement"),
-                           word_rows_of_ids(ids_rows.indptr, ids_rows.ids, ids_rows.complement, vocab_size)))
-    else:
-        configs.update({k: arrays[k] for k in spec if k.startswith("configs.row_")})
-        _check_word_rows(configs, vocab_size)
-    in_range("configs.row", row, 0, len(configs["configs.row_complement"]))
+    configs.update(zip(("configs.row_indptr", "configs.row_word", "configs.row_value", "configs.row_complement"), rows))
     return StoredConfigs(configs, depth, vocab_size)
 
 
-def _check_word_rows(arrays: dict, vocab_size: int) -> None:
-    """Layout 10's ``configs.row_*``: words ascending within each row, in ``[0, ceil(V/32))``,
-    no bit set past the vocabulary (a complement row lists its last word where ``V`` is not
-    a multiple of 32, since its fill would set those bits)."""
-    indptr, word, value, complement = (arrays[f"configs.row_{k}"] for k in ("indptr", "word", "value", "complement"))
-    require(indptr.shape == (len(complement) + 1,) and indptr[0] == 0 and indptr[-1] == len(word)
+def _row_arrays(arrays: dict, vocab_size: int, section: str,
+                by_words: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """A section's distinct rows (``{section}.row_*``), checked, as
+    :func:`~gramc.bitmask.word_rows` gives them: stored so from layout 10 (words in
+    ``[0, ceil(V/32))``, ascending within each row, no bit set past ``V``: a complement row
+    lists its last word where ``V`` is not a multiple of 32, since its fill would set those
+    bits), converted from the token ids of layouts 5 to 9 (ids in ``[0, V)``, ascending)."""
+    name = f"{section}.row_word" if by_words else f"{section}.row_ids"
+    indptr, listed, complement = (arrays[k] for k in (f"{section}.row_indptr", name, f"{section}.row_complement"))
+    require(indptr.shape == (len(complement) + 1,) and indptr[0] == 0 and indptr[-1] == len(listed)
             and bool(np.all(indptr[1:] >= indptr[:-1])),
-            "configs.row_indptr must run from 0 to len(configs.row_word), one row per configs.row_complement entry")
-    require(value.shape == word.shape, "configs.row_value must have one entry per configs.row_word entry")
+            f"{section}.row_indptr must run from 0 to len({name}), one row per {section}.row_complement entry")
     last = n_words(vocab_size) - 1
-    in_range("configs.row_word", word, 0, last + 1)
-    _require_ascending(indptr, word, "configs.row_word")
+    in_range(name, listed, 0, last + 1 if by_words else vocab_size)
+    ascending = listed[1:] > listed[:-1]
+    starts = indptr[1:-1]
+    ascending[starts[(starts > 0) & (starts < len(listed))] - 1] = True  # a row's first entry follows another row
+    require(bool(ascending.all()), f"{name} must be strictly ascending within each row")
+    if not by_words:
+        return word_rows_of_ids(indptr, listed, complement, vocab_size)
+    value = arrays[f"{section}.row_value"]
+    require(value.shape == listed.shape, f"{section}.row_value must have one entry per {name} entry")
     tail = vocab_size % 32
     if tail:
-        require(not (value[word == last] >> np.uint32(tail)).any(),
-                "configs.row_value sets bits past the vocabulary size")
-        starts, ends = indptr[:-1][complement], indptr[1:][complement]
-        require(bool(np.all(ends > starts)) and bool(np.all(word[ends - 1] == last)),
-                "a complement row of configs.row_* must list its last word (its fill would set bits past the "
-                "vocabulary size)")
-
-
-def _require_ascending(indptr: np.ndarray, ids: np.ndarray, name: str) -> None:
-    """``ids`` strictly ascending within each row of ``indptr`` (checked: partitioned)."""
-    ascending = ids[1:] > ids[:-1]
-    starts = indptr[1:-1]
-    ascending[starts[(starts > 0) & (starts < len(ids))] - 1] = True  # a row's first id follows another row
-    require(bool(ascending.all()), f"{name} must be strictly ascending within each row")
-
-
-def _sparse_rows(arrays: dict, vocab_size: int, section: str = "nodes") -> SparseRows:
-    """The sparse rows of layout 5's ``nodes.row_*`` (or layout 9's ``configs.row_*``),
-    checked: ids ascending within each row, in ``[0, V)``."""
-    indptr, ids, complement = (arrays[f"{section}.row_{k}"] for k in ("indptr", "ids", "complement"))
-    require(indptr.shape == (len(complement) + 1,) and indptr[0] == 0 and indptr[-1] == len(ids)
-            and bool(np.all(indptr[1:] >= indptr[:-1])),
-            f"{section}.row_indptr must run from 0 to len({section}.row_ids), one row per "
-            f"{section}.row_complement entry")
-    in_range(f"{section}.row_ids", ids, 0, vocab_size)
-    _require_ascending(indptr, ids, f"{section}.row_ids")
-    return SparseRows(indptr, ids, complement, vocab_size)
+        require(not (value[listed == last] >> np.uint32(tail)).any(),
+                f"{section}.row_value sets bits past the vocabulary size")
+        firsts, ends = indptr[:-1][complement], indptr[1:][complement]
+        require(bool(np.all(ends > firsts)) and bool(np.all(listed[ends - 1] == last)),
+                f"a complement row of {section}.row_* must list its last word (its fill would set bits past "
+                "the vocabulary size)")
+    return indptr, listed, value, complement
 
 
 def read_pda(meta: dict, arrays: dict, ranks: np.ndarray | None = None,
