@@ -223,8 +223,14 @@ class GramcAdapter:
             except gramc.GramcError as e:
                 raise EngineError(type(e).__name__, str(e)) from None
         warns = [str(w.message) for w in caught if issubclass(w.category, GramcWarning)]
-        self.kind = art.kind
+        self.kind, self.art = art.kind, art
         return art.matcher(max_rollback=0), warns
+
+    def served(self) -> dict | None:
+        """A PDA artifact's first-seen configurations by the strategy that served them (read
+        after the timed fills: which strategies the tail comes from)."""
+        table = self.art.token_table if self.art.kind == "pda" else None
+        return dict(table.served) if table is not None else None
 
     def check_texts(self, text: str, texts: list[str]) -> tuple[list, list[str]]:
         """``--check-only``: compile ``text`` unbound (no vocabulary, so no masks) and check
@@ -367,7 +373,7 @@ class GramcAotAdapter(GramcAdapter):
             rec["load_cpu_ms"] = (time.thread_time_ns() - cpu_started_ns) / 1e6
         finally:
             path.unlink(missing_ok=True)
-        self.kind = art.kind
+        self.kind, self.art = art.kind, art
         self.aot_record = rec
         return art.matcher(max_rollback=0), warns
 
@@ -689,6 +695,9 @@ def run_schema(ad, ctx, rec: dict, conn) -> dict:
             conn.send(("compiled", ttfm))
             res["ttfm_ms"] = ttfm / 1e6
             res["first_mask_ms"] = first[1] / 1e6
+        served = ad.served() if hasattr(ad, "served") else None
+        if served:
+            res["served"] = served
     finally:
         gc.enable()
     res["n_tokens"] = n_tokens
