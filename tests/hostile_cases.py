@@ -312,7 +312,7 @@ def as_layout_3(doc: dict) -> None:
     as_layout_7(doc)
 
     rows = packed_rows_of_ids(*(get_array(doc, f"nodes.row_{k}") for k in ("indptr", "ids", "complement")),
-                         doc["meta"]["vocab"]["size"])
+                              doc["meta"]["vocab"]["size"])
     for name in ("nodes.row_indptr", "nodes.row_ids", "nodes.row_complement", "pda.finish_rank"):
         del doc["arrays"][name]
     set_array(doc, "nodes.rows", rows)
