@@ -135,11 +135,15 @@ class WordRows:
             return np.array([self[int(k)] for k in np.asarray(i).reshape(-1)], dtype=np.uint32).reshape(-1, self.shape[1])
         row = self._rows[i]
         if row is None:
-            a, b = self.indptr[i], self.indptr[i + 1]
-            row = expand_word_row(self.word[a:b].astype(np.intp), self.value[a:b], bool(self.complement[i]),
-                                  self.vocab_size)
-            row.flags.writeable = False
-            self._rows[i] = row
+            row = self._rows[i] = self.expand(int(i))
+        return row
+
+    def expand(self, i: int) -> np.ndarray:
+        """Row ``i`` expanded anew (read-only), not kept: for callers that bound their own cache."""
+        a, b = self.indptr[i], self.indptr[i + 1]
+        row = expand_word_row(self.word[a:b].astype(np.intp), self.value[a:b], bool(self.complement[i]),
+                              self.vocab_size)
+        row.flags.writeable = False
         return row
 
 

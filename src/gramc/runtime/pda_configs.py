@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Iterator, Sequence, cast
 import numpy as np
 
 from gramc.automata.tables import DEAD
-from gramc.bitmask import expand_word_row, word_rows
+from gramc.bitmask import WordRows, word_rows
 from gramc.limits import Deadline
 from gramc.runtime.earley import TOP, ChartSet, ChartView, EarleyParser
 
@@ -131,6 +131,7 @@ class StoredConfigs:
         self.row_value = arrays["configs.row_value"]
         self.row_complement = arrays["configs.row_complement"]
         self.depth, self.vocab_size = depth, vocab_size
+        self._rows = WordRows(self.row_indptr, self.row_word, self.row_value, self.row_complement, vocab_size)
         # Rows expanded, by row: alive while a cache of the engine holds them.
         self._expanded: weakref.WeakValueDictionary[int, np.ndarray] = weakref.WeakValueDictionary()
 
@@ -158,11 +159,7 @@ class StoredConfigs:
     def _row(self, r: int) -> np.ndarray:
         row = self._expanded.get(r)
         if row is None:
-            a, b = self.row_indptr[r], self.row_indptr[r + 1]
-            row = expand_word_row(self.row_word[a:b].astype(np.intp), self.row_value[a:b],
-                                  bool(self.row_complement[r]), self.vocab_size)
-            row.flags.writeable = False
-            self._expanded[r] = row
+            row = self._expanded[r] = self._rows.expand(r)
         return row
 
     @classmethod

@@ -26,7 +26,7 @@ from gramc.vocab import Vocab, load_vocab
 #: that checks object members (11.9), layout 7 layout 6 with a plan that routes member names
 #: by pattern (11.10), layout 8 is every ``pda`` artifact, its calls sparse (11.11), layout 9
 #: layout 8 with a bound one's stored configuration masks (11.12), layout 10 layout 9 with
-#: those masks stored as their words (11.13); ``dfa`` files without a plan are still written
+#: its node rows and those masks stored as their words (11.13); ``dfa`` files without a plan are still written
 #: as layout 1.
 SUPPORTED_ARTIFACT_VERSIONS = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10)
 
