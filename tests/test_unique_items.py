@@ -15,6 +15,7 @@ Two references, both independent of the runtime check:
 
 from __future__ import annotations
 
+import functools
 import json
 import random
 import warnings
@@ -31,7 +32,7 @@ from gramc.compiler.pipeline import CompileOptions, build_automaton
 from gramc.errors import ArtifactFormatError, GramcWarning, SchemaError
 from gramc.runtime.dfa_artifact import DFAArtifact
 from gramc.runtime.pda_artifact import PDAArtifact
-from gramc.runtime.unique import canonical
+from gramc.runtime.unique import Tracker, canonical
 from gramc.schemas import SchemaOptions, schema_to_grammar
 from gramc.vocab import Vocab, load_vocab
 from gramc.compiler.passes import optimize
@@ -417,11 +418,12 @@ def test_every_token_that_completes_an_item_is_checked(value, spaced):
     the mask); any token that completes an item of an open unique array (or opens one and
     completes an item of it) must be among them, from every prefix of a document, with every
     slice of its continuation as the token."""
-    from gramc.runtime.unique import Plan, UniqueCheck, _ids
+    from gramc.runtime.unique import Plan, UniqueCheck, VocabRows, _ids
 
     text = json.dumps(value, separators=(", ", ": ") if spaced else (",", ":")).encode()
     pieces = sorted({text[p:p + n] for p in range(len(text)) for n in range(1, 9)} | {b"["})
-    check = UniqueCheck(Plan({"root": 0, "nodes": [{"u": True, "p": [], "r": 0, "k": {}, "a": 0}]}), pieces, frozenset())
+    check = UniqueCheck(Plan({"root": 0, "nodes": [{"u": True, "p": [], "r": 0, "k": {}, "a": 0}]}),
+                        VocabRows(pieces, frozenset()))
     everything = np.full((len(pieces) + 31) // 32, 0xFFFFFFFF, dtype=np.uint32)
     tracker = check.initial()
     for p in range(len(text)):
@@ -556,3 +558,108 @@ def test_compact_drops_exactly_the_whitespace_outside_strings(text, start):
     from gramc.runtime.unique import compact
 
     assert compact(text, start) == _compact_by_bytes(text, start)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(value=st.lists(JSON_VALUES, min_size=1, max_size=4), indent=st.sampled_from([None, 1, "\t"]),
+       cuts=st.lists(st.integers(1, 6), min_size=1, max_size=8), asked=st.lists(st.booleans(), min_size=1))
+def test_item_texts_follow_the_text_however_it_is_fed(value, indent, cuts, asked):
+    """A tracker's texts of the items being written (made from the tracker before it where
+    that one made them, else from the text) are the compact text from each item's start,
+    whether or not every tracker on the way was asked for them."""
+    from gramc.runtime.unique import Plan
+
+    text = json.dumps(value, indent=indent).encode()
+    plan = Plan({"root": 0, "nodes": [{"u": True, "p": [], "r": 0, "k": {}, "a": 0}]})
+    tracker = Tracker(plan)
+    pos, step = 0, 0
+    while pos < len(text) and tracker is not None:
+        n = cuts[step % len(cuts)]
+        tracker = tracker.feed(text[pos:pos + n])
+        pos, step = pos + n, step + 1
+        if tracker is None or not asked[step % len(asked)]:
+            continue
+        want = tuple(_compact_by_bytes(text[f.start:min(pos, len(text))], 0)
+                     if f.array and f.start >= 0 else None for f in tracker.frames)
+        assert tracker.items_written() == want, text[:pos]
+
+
+def _whitespace_vocab() -> Vocab:
+    """The synthetic pieces and runs of whitespace, alone and around structure."""
+    pieces = list(SYNTH.tokens[:-1]) + [b"  ", b"   ", b"\n", b"\n ", b"\n  ", b"\t", b" \t", b"\r\n", b", ",
+                                        b": ", b" [", b' "', b"[ ", b" ]", b",\n", b"}\n"]
+    pieces.append(b"<eos>")
+    return Vocab.from_list(pieces, special_ids=[len(pieces) - 1], eos_ids=[len(pieces) - 1], name="unique-ws")
+
+
+WS_VOCAB = _whitespace_vocab()
+
+
+@functools.lru_cache(maxsize=None)
+def _finite_documents(i: int) -> list[bytes]:
+    return documents(FINITE[i])
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+@given(name=st.sampled_from(sorted(OPEN) + list(range(len(FINITE)))), kind=st.sampled_from(["pda", "compiled"]),
+       data=st.data(), max_ws=st.sampled_from([None, 2]), seed=st.integers(0, 2**16))
+def test_dead_end_shortcuts_change_no_mask(name, kind, data, max_ws, seed):
+    """Two shortcuts of the dead-end checks give the masks the checks give token by token:
+    one verdict for every whitespace run where the grammar's state after any run is the same
+    (and none where it is not: a bounded run), and the bytes that showed a grammar state
+    alive tried first from a state of the same key. Open item languages, and finite ones
+    (where dead ends are) along their documents."""
+    rng = random.Random(seed)
+    if isinstance(name, int):
+        schema = FINITE[name]
+        value = json.loads(rng.choice(_finite_documents(name)))
+    else:
+        schema = OPEN[name]
+        value = data.draw(instances(name))
+    text = json.dumps(value, indent=rng.choice([None, 1, 2, "\t"])).encode()
+    grammar, _ = schema_to_grammar(schema, SchemaOptions(max_whitespace=max_ws))
+    meta = {"format": "json_schema", "unique": grammar.unique}
+
+    def build() -> gramc.Artifact:  # the kind the schema compiles to, or a PDA of it
+        if kind == "pda":
+            return PDAArtifact.bound(build_pda(optimize(grammar)), meta, WS_VOCAB)
+        return gramc.compile(json.dumps(schema), "json_schema", WS_VOCAB,
+                             options=CompileOptions(json_max_whitespace=max_ws))
+
+    fast, slow = build(), build()
+    check = slow.unique_check()
+    check._blank_state = lambda state, engine: None
+    check._shows_alive = lambda tracker, path: False
+    ids = {t: i for i, t in enumerate(WS_VOCAB.tokens) if i not in WS_VOCAB.special_ids}
+    a, b = fast.matcher(), slow.matcher()
+    i = 0
+    while i <= len(text):
+        got, want = a.mask(), b.mask()
+        same(got, want, WS_VOCAB, text[:i])
+        allowed = [t for t in np.flatnonzero(want).tolist() if t not in WS_VOCAB.special_ids]
+        if allowed:  # and one step off the document, where dead ends are
+            t = rng.choice(allowed)
+            fa, fb = a.fork(), b.fork()
+            assert fa.commit_token(t) and fb.commit_token(t)
+            same(fa.mask(), fb.mask(), WS_VOCAB, text[:i] + WS_VOCAB.tokens[t])
+        fits = [n for n in range(1, 5) if text[i:i + n] in ids and want[ids[text[i:i + n]]]]
+        if not fits:
+            break
+        t = ids[text[i:i + rng.choice(fits)]]
+        assert a.commit_token(t) and b.commit_token(t)
+        i += len(WS_VOCAB.tokens[t])
+
+
+def test_vocabulary_rows_are_shared_and_bounded():
+    """Artifacts bound to one vocabulary share its rows (made once); the rows of at most
+    MAX_VOCAB_ROWS vocabularies are kept."""
+    from gramc.runtime.unique import MAX_VOCAB_ROWS, vocab_rows
+
+    schema = json.dumps(OPEN["string"])
+    a = gramc.compile(schema, "json_schema", WS_VOCAB, options=COMPACT)
+    b = gramc.compile(schema, "json_schema", WS_VOCAB)
+    assert a.unique_check().rows is b.unique_check().rows is vocab_rows(WS_VOCAB)
+    first = vocab_rows(WS_VOCAB)
+    for i in range(MAX_VOCAB_ROWS):
+        vocab_rows(Vocab.from_list([b"a", bytes([0x61 + i + 1])], name=f"v{i}"))
+    assert vocab_rows(WS_VOCAB) is not first

@@ -226,11 +226,10 @@ class Artifact(ABC):
         """The :class:`~gramc.runtime.unique.UniqueCheck` of this artifact's plan (made once)."""
         check = self.__dict__.get("_unique_check")
         if check is None:
-            from gramc.runtime.unique import Plan, UniqueCheck
+            from gramc.runtime.unique import Plan, UniqueCheck, vocab_rows
 
-            vocab = self.token_vocab()
-            check = self.__dict__["_unique_check"] = UniqueCheck(
-                Plan(self.meta["unique"]), vocab.tokens, frozenset(vocab.special_ids))
+            check = self.__dict__["_unique_check"] = UniqueCheck(Plan(self.meta["unique"]),
+                                                                 vocab_rows(self.token_vocab()))
         return check
 
     def _layout(self) -> int:

@@ -75,16 +75,11 @@ def check_bytes_pda(pda: PDATable, data: bytes) -> CheckResult:
     for offset, b in enumerate(data):
         s = parser.scan_byte(chart, b)
         if s is None:
-            return _failure(offset, class_bytes(pda, parser.live_bytes(chart[-1])), b)
+            return _failure(offset, parser.next_bytes(chart[-1]), b)
         chart.append(s)
     if parser.is_complete(chart[-1]):
         return CheckResult(True, len(data), "", _OK)
-    return _failure(len(data), class_bytes(pda, parser.live_bytes(chart[-1])), None)
-
-
-def class_bytes(pda: PDATable, classes: set[int]) -> list[int]:
-    """The bytes of the byte ``classes`` of ``pda``."""
-    return np.flatnonzero(np.isin(pda.byte_class, list(classes))).tolist()
+    return _failure(len(data), parser.next_bytes(chart[-1]), None)
 
 
 def check_bytes(dfa: DFATable, data: bytes) -> CheckResult:

@@ -126,6 +126,8 @@ class EarleyParser:
         # bytes of a string or a number), so building it skips the closure loop.
         self.inert: list[bool] = [not a and not c for a, c in zip(self.accept, self.calls)]
         self._interned: dict[frozenset, int] = {}
+        # Per node met: the bytes and byte classes it reads (bounded by the table's nodes).
+        self._live: dict[int, tuple[int, int]] = {}
         self._values: list[frozenset] = []
         self.generation = 0
         # Per (node, token): where an item of that node is after the token's last two bytes,
@@ -264,8 +266,26 @@ class EarleyParser:
 
     def live_bytes(self, s: ChartSet) -> set[int]:
         """The byte classes some item of ``s`` can read next."""
-        nxt = self.byte_next
-        return {c for n, _ in s.items for c, t in enumerate(nxt[n]) if t != DEAD}
+        bits = 0
+        for n, _ in s.items:
+            bits |= self._live_bits(n)[1]
+        return set(_bit_positions(bits))
+
+    def next_bytes(self, s: ChartSet) -> list[int]:
+        """The bytes some item of ``s`` can read next, ascending."""
+        bits = 0
+        for n, _ in s.items:
+            bits |= self._live_bits(n)[0]
+        return _bit_positions(bits)
+
+    def _live_bits(self, n: int) -> tuple[int, int]:
+        """The bytes and the byte classes node ``n`` reads, as bits (kept per node met)."""
+        bits = self._live.get(n)
+        if bits is None:
+            row = self.byte_next[n]
+            classes = sum(1 << c for c, t in enumerate(row) if t != DEAD)
+            bits = self._live[n] = (sum(1 << b for b, c in enumerate(self.cls) if classes >> c & 1), classes)
+        return bits
 
     def key(self, chart: Sequence[ChartSet]) -> int | None:
         """An id equal for two charts exactly when their last sets have the same items and
@@ -353,6 +373,16 @@ class EarleyParser:
         (node, continuation) pairs of the set; for a continuation, its (return node,
         continuation) pairs and :data:`TOP`."""
         return self._values[value_id]
+
+
+def _bit_positions(bits: int) -> list[int]:
+    """The positions of the set bits of ``bits``, ascending."""
+    out = []
+    while bits:
+        low = bits & -bits
+        out.append(low.bit_length() - 1)
+        bits ^= low
+    return out
 
 
 _UNKNOWN = -2  # not a node: a path not memoised yet

@@ -487,24 +487,22 @@ class PDATokenTable:
         return out
 
     def _forced_bytes(self, chart: Sequence[ChartSet]) -> bytes:
-        parser, table = self.parser, self.table
+        parser = self.parser
         ext: list[ChartSet] = []
         out = bytearray()
-        cls = table.byte_class
         while len(out) < MAX_FORCED_BYTES:
             view = _Overlay(chart, ext)
             last = view[-1]
             if parser.is_complete(last) or any(parser.token_rows[n][c] for n, _ in last.items
                                                for c in parser.token_col.values()):
                 break
-            classes = parser.live_bytes(last)
-            members = np.flatnonzero(np.isin(cls, list(classes)))
+            members = parser.next_bytes(last)
             if len(members) != 1:
                 break
-            s = parser.scan_byte(view, int(members[0]))
-            assert s is not None  # the byte's class is live in the last set
+            s = parser.scan_byte(view, members[0])
+            assert s is not None  # the byte is live in the last set
             ext.append(s)
-            out.append(int(members[0]))
+            out.append(members[0])
         return bytes(out)
 
 

@@ -34,10 +34,10 @@ from __future__ import annotations
 import json
 import re
 from bisect import bisect_left
-from collections import deque
+from collections import OrderedDict, deque
 import decimal
 from decimal import Decimal, InvalidOperation
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
@@ -45,12 +45,18 @@ from gramc.bitmask import pack_dense
 from gramc.errors import ArtifactFormatError
 from gramc.runtime.cache import LRUCache
 
+if TYPE_CHECKING:
+    from gramc.vocab import Vocab
+
 #: Grammar states a dead-end search may make before it keeps the token.
 SEARCH_BUDGET = 4096
-#: Dead-end searches remembered per artifact.
+#: Dead-end searches remembered per artifact (and as many grammar states' witness bytes and
+#: states after whitespace).
 ALIVE_CACHE = 4096
 #: (pattern, member name) matches remembered per plan.
 MATCH_CACHE = 4096
+#: Canonical values of completed items' texts remembered per plan.
+CANONICAL_CACHE = 256
 #: Bytes that can end an item (a string's quote, a container's bracket, what follows a
 #: number or a literal).
 SETTLE = b'"]},: \t\n\r'
@@ -61,6 +67,9 @@ NUMBER = frozenset(b"0123456789+-.eE")
 #: Closing-bracket counts told apart when selecting the tokens that may complete an item (a
 #: token with more counts as this many: a superset, so still sound).
 CLOSE_LEVELS = 4
+
+#: The bytes of JSON text outside strings (and a string's opening quote).
+OUTSIDE_BYTES = frozenset(b'{}[],:"0123456789+-.eEtruefalsn') | WS
 
 #: Lexical states of the tracker.
 _NONE, _STR, _ESC, _NUM, _LIT = range(5)
@@ -76,7 +85,7 @@ class Plan:
     "a": int}]}``; every node index is checked to be in range (or -1)."""
 
     __slots__ = ("root", "unique", "prefix", "rest", "keys", "other", "order", "has_order", "raw", "routes",
-                 "route_patterns", "patterns", "_matches")
+                 "route_patterns", "patterns", "_matches", "_canonical")
 
     def __init__(self, raw: Any):
         if not isinstance(raw, dict) or not isinstance(raw.get("nodes"), list) \
@@ -89,6 +98,7 @@ class Plan:
             raise ArtifactFormatError("uniqueItems plan: 'patterns' must be a list")
         self.patterns = [NamePattern.read(p, i) for i, p in enumerate(raw_patterns)]
         self._matches = LRUCache(MATCH_CACHE)
+        self._canonical = LRUCache(CANONICAL_CACHE)
 
         def index(v: Any, where: str) -> int:
             if not isinstance(v, int) or isinstance(v, bool) or not -1 <= v < n:
@@ -158,6 +168,14 @@ class Plan:
             return self.other[node]
         region = frozenset(i for i in self.route_patterns[node] if self.matches(i, key))
         return routes.get(region, -1) if region else self.other[node]
+
+    def canonical(self, text: bytes) -> Any:
+        """:func:`canonical` of an item's compact text, remembered (the candidates of one mask
+        often complete the same item; bounded by :data:`CANONICAL_CACHE`)."""
+        value = self._canonical.get(text)
+        if value is None:
+            value = self._canonical.put(text, canonical(text))
+        return value
 
     def matches(self, pattern: int, name: str) -> bool:
         """Does member name ``name`` match pattern ``pattern`` (remembered, bounded)?"""
@@ -341,12 +359,18 @@ class Tracker:
     an earlier one of a unique array. The grammar, not the tracker, decides what is valid
     JSON: the tracker only follows it."""
 
-    __slots__ = ("plan", "frames", "lex", "lex_start", "text", "n_unique", "top_done", "n_order")
+    __slots__ = ("plan", "frames", "lex", "lex_start", "text", "n_unique", "top_done", "n_order", "_items",
+                 "_prev")
 
     def __init__(self, plan: Plan, frames: tuple[Frame, ...] = (), lex: int = _NONE, lex_start: int = -1,
-                 text: Text | None = None, n_unique: int = 0, top_done: bool = False, n_order: int = 0):
+                 text: Text | None = None, n_unique: int = 0, top_done: bool = False, n_order: int = 0,
+                 prev: "Tracker | None" = None):
         self.plan, self.frames, self.lex, self.lex_start = plan, frames, lex, lex_start
         self.text, self.n_unique, self.top_done, self.n_order = text, n_unique, top_done, n_order
+        #: per frame, the compact text of the unique array's item being written (made on
+        #: first use, from ``_prev``'s where it has them: see :meth:`items_written`)
+        self._items: tuple[bytes | None, ...] | None = None
+        self._prev = prev
 
     @property
     def pos(self) -> int:
@@ -362,6 +386,8 @@ class Tracker:
         lex, lex_start, n_unique, n_order = self.lex, self.lex_start, self.n_unique, self.n_order
         text = Text(self.text, data)
         base = text.end - len(data)
+        prior = self._items  # the compact texts of the items being written, where made
+        prior_mode = INSIDE if self.lex == _STR else ESCAPED if self.lex == _ESC else OUTSIDE
 
         def child_node() -> int:
             if not frames:
@@ -387,11 +413,16 @@ class Tracker:
                 if f.array:
                     frames[-1] = f.but(start=-1)
                 return True
-            raw = text.slice(f.start, pos)
-            value = canonical(raw)
+            depth = len(frames) - 1
+            before = prior[depth] if prior is not None and f.start < base and depth < len(prior) else None
+            if before is not None:  # begun before these bytes: its text so far is made
+                raw = before + compact(data[: pos - base], prior_mode)
+            else:
+                raw = compact(text.slice(f.start, pos))
+            value = plan.canonical(raw)
             if value in f.seen:
                 return False
-            frames[-1] = f.but(seen=f.seen | {value}, raws=f.raws + (compact(raw),), start=-1)
+            frames[-1] = f.but(seen=f.seen | {value}, raws=f.raws + (raw,), start=-1)
             return True
 
         i = 0
@@ -476,31 +507,59 @@ class Tracker:
                 lex, lex_start = _LIT, pos
             i += 1
         done = self.top_done or (not frames and lex == _NONE)
-        return Tracker(plan, tuple(frames), lex, lex_start, text, n_unique, done, n_order)
+        # the new tracker's items go on from this one's where they were made (so no chain of
+        # trackers is ever held)
+        prev = self if self._items is not None else None
+        return Tracker(plan, tuple(frames), lex, lex_start, text, n_unique, done, n_order, prev)
 
     def _untracked(self, text: Text) -> "Tracker":
         return Tracker(self.plan, (), _NONE, -1, text, 0, True)
 
+    def items_written(self) -> tuple[bytes | None, ...]:
+        """Per frame: in a unique array, the compact text of the item being written (None
+        elsewhere, or where no item has begun since the last ended). Kept once made; made
+        from the tracker fed last's where that one has them (an item begun before the last
+        bytes goes on with their compact form), else from the text."""
+        if self._items is not None:
+            return self._items
+        prev, self._prev = self._prev, None  # (held until now: see feed)
+        pos = self.pos
+        earlier = prev._items if prev is not None else None
+        base = prev.pos if prev is not None else -1
+        tail: bytes | None = None
+        unique = self.plan.unique
+        out: list[bytes | None] = []
+        for d, f in enumerate(self.frames):
+            if not (f.array and f.node >= 0 and unique[f.node] and f.start >= 0 and self.text):
+                out.append(None)
+                continue
+            # begun before the last bytes: the same frame and item as the earlier tracker's
+            before = earlier[d] if earlier is not None and f.start < base and d < len(earlier) else None
+            if before is None:
+                out.append(compact(self.text.slice(f.start, pos)))
+                continue
+            if tail is None:
+                assert prev is not None
+                mode = INSIDE if prev.lex == _STR else ESCAPED if prev.lex == _ESC else OUTSIDE
+                tail = compact(self.text.slice(base, pos), mode)
+            out.append(before + tail)
+        self._items = tuple(out)
+        return self._items
+
     def open_items(self) -> list[tuple[int, bytes | None]]:
         """Per open unique array with earlier items (innermost first): its depth and the
         compact text of the item being written (None: no item begun since the last ended)."""
-        out = []
-        for d in range(len(self.frames) - 1, -1, -1):
-            f = self.frames[d]
-            if f.array and f.node >= 0 and self.plan.unique[f.node] and f.raws:
-                out.append((d, compact(self.text.slice(f.start, self.pos)) if f.start >= 0 and self.text else None))
-        return out
+        items, unique = self.items_written(), self.plan.unique
+        return [(d, items[d]) for d in range(len(self.frames) - 1, -1, -1)
+                if (f := self.frames[d]).raws and f.array and f.node >= 0 and unique[f.node]]
 
     def key(self) -> tuple:
         """What the tracker's future depends on (for memoising searches)."""
-        pos = self.pos
-        frames = []
-        for f in self.frames:
-            unique = f.array and f.node >= 0 and self.plan.unique[f.node]
-            partial = compact(self.text.slice(f.start, pos)) if unique and f.start >= 0 and self.text else None
-            frames.append((f.node, f.array, f.count, f.seen, f.key, f.key_next, partial))
-        lexeme = self.text.slice(self.lex_start, pos) if self.lex != _NONE and self.text else None
-        return (self.lex, lexeme, self.top_done, tuple(frames))
+        items = self.items_written()
+        frames = tuple((f.node, f.array, f.count, f.seen, f.key, f.key_next, items[d])
+                       for d, f in enumerate(self.frames))
+        lexeme = self.text.slice(self.lex_start, self.pos) if self.lex != _NONE and self.text else None
+        return (self.lex, lexeme, self.top_done, frames)
 
     def unique_depth(self) -> int:
         """How many frames lie above the innermost open unique array (-1: none is open)."""
@@ -565,11 +624,11 @@ class Tracker:
 # ---------------------------------------------------------------- masks
 
 
-class UniqueCheck:
-    """The plan and what masks need of the vocabulary: per-byte token rows, tokens by bytes."""
+class VocabRows:
+    """What masks need of a vocabulary, whatever the plan: per-mode token rows, tokens by
+    bytes and by compact form. Made once per vocabulary (:func:`vocab_rows`)."""
 
-    def __init__(self, plan: Plan, tokens: Sequence[bytes], special: frozenset[int]):
-        self.plan = plan
+    def __init__(self, tokens: Sequence[bytes], special: frozenset[int]):
         self.tokens = tokens
         self.special = special
         size = len(tokens)
@@ -592,16 +651,19 @@ class UniqueCheck:
         settles = np.isin(flat, np.frombuffer(SETTLE, dtype=np.uint8))
         last_settle = np.full(size, -1, dtype=np.int64)
         np.maximum.at(last_settle, owner[settles], at[settles])
-        self._quote, self._settle = pack_dense(np.stack([has[0x22], settle]))
-        #: per form mode, the tokens whose compact form may differ from their bytes
+        self.quote, self.settle = pack_dense(np.stack([has[0x22], settle]))
+        #: per form mode, the tokens whose compact form may differ from their bytes and may be
+        #: looked up: outside strings, a form is JSON's structural text, so a token without a
+        #: quote and with another byte never has one
         ws = has[list(WS)].any(axis=0)
-        self._reform = {OUTSIDE: np.flatnonzero(ws), INSIDE: np.flatnonzero(ws & has[0x22]),
-                        ESCAPED: np.flatnonzero(ws & has[0x22]), NEXT: np.flatnonzero(ws | has[0x2C])}
+        structural = has[0x22] | ~has[sorted(set(range(256)) - OUTSIDE_BYTES)].any(axis=0)
+        self.reform = {OUTSIDE: np.flatnonzero(ws & structural), INSIDE: np.flatnonzero(ws & has[0x22]),
+                       ESCAPED: np.flatnonzero(ws & has[0x22]), NEXT: np.flatnonzero((ws | has[0x2C]) & structural)}
         closes = np.zeros(size, dtype=np.int64)
         np.add.at(closes, owner, (flat == 0x5D) | (flat == 0x7D))
         closes[sorted(special)] = 0
         #: per lexical mode the tokens read structurally, by :func:`token_events`
-        self._events = {mode: _event_rows(tokens, special, has, mode) for mode in (OUTSIDE, INSIDE, ESCAPED)}
+        self.events = {mode: _event_rows(tokens, special, has, mode) for mode in (OUTSIDE, INSIDE, ESCAPED)}
         # members conditions: what can end a name, begin one (a comma) or close an object;
         # the same after closing an inner value; what can open an object
         member = has[0x22] | has[0x2C] | has[0x7D]
@@ -611,20 +673,77 @@ class UniqueCheck:
         # number or a literal followed by a byte that settles it)
         whole = (quotes >= 2) | (closes >= 1) | (first(bytes(NUMBER) + bytes(range(0x61, 0x7B))) < last_settle)
         whole[sorted(special)] = False
-        self._whole = pack_dense(whole[None, :])[0]
+        self.whole = pack_dense(whole[None, :])[0]
         # inside a string value: what closes it and then begins or ends a member
         value_end = has[0x22] & (has[0x2C] | has[0x7D] | (quotes > 1))
         # outside strings, past a name: what ends the member (or writes a whole string and more)
         after_name = has[0x2C] | has[0x7D] | (quotes > 1) | has[0x7B]
-        self._member, self._deep_member, self._brace, self._value_end, self._after_name = pack_dense(
+        self.member, self.deep_member, self.brace, self.value_end, self.after_name = pack_dense(
             np.stack([member, member & (has[0x5D] | has[0x7D]), has[0x7B], value_end, after_name]))
-        self._all = pack_dense(~np.isin(np.arange(size), sorted(special))[None, :])[0]
+        self.every = pack_dense(~np.isin(np.arange(size), sorted(special))[None, :])[0]
         order = sorted((data, t) for t, data in enumerate(tokens) if t not in special and data)
-        self._sorted = [d for d, _ in order]
-        self._sorted_ids = [t for _, t in order]
-        self.max_len = max((len(d) for d in self._sorted), default=0)
-        self._alive = LRUCache(ALIVE_CACHE)
+        self.sorted = [d for d, _ in order]
+        self.sorted_ids = [t for _, t in order]
+        self.max_len = max((len(d) for d in self.sorted), default=0)
         self._index: dict[int, dict[bytes, list[int]]] = {}
+
+    def form_tokens(self, form: bytes, mode: int) -> list[int]:
+        """The tokens whose compact form read from ``mode`` is ``form`` (:data:`NEXT`: read
+        outside a string without the whitespace and commas they begin with, as a token that
+        begins the next item reads)."""
+        out = self.prefix_tokens(form, exact=True) if form else []
+        other = self._index.get(mode)
+        if other is None:  # the tokens whose form differs from their bytes, made on first use
+            other = self._index[mode] = {}
+            for t in self.reform[mode].tolist():
+                data = self.tokens[t]
+                f = compact(data.lstrip(b" \t\n\r,"), OUTSIDE) if mode == NEXT else compact(data, mode)
+                if f != data:
+                    other.setdefault(f, []).append(t)
+        return out + other.get(form, [])
+
+    def prefix_tokens(self, rem: bytes, exact: bool = False) -> list[int]:
+        """The tokens that are non-empty prefixes of ``rem`` (``exact``: equal to it)."""
+        out = []
+        for n in range(len(rem) if exact else 1, min(len(rem), self.max_len) + 1):
+            key = rem[:n]
+            i = bisect_left(self.sorted, key)
+            while i < len(self.sorted) and self.sorted[i] == key:
+                out.append(self.sorted_ids[i])
+                i += 1
+        return out
+
+
+#: Vocabularies whose rows are kept (the most recently used), as many as tries.
+MAX_VOCAB_ROWS = 8
+_VOCAB_ROWS: "OrderedDict[str, VocabRows]" = OrderedDict()
+
+
+def vocab_rows(vocab: "Vocab") -> VocabRows:
+    """The :class:`VocabRows` of ``vocab``, made once per fingerprint in this process (while
+    among the :data:`MAX_VOCAB_ROWS` most recently used): every artifact bound to one
+    vocabulary shares them."""
+    rows = _VOCAB_ROWS.get(vocab.fingerprint)
+    if rows is None:
+        rows = _VOCAB_ROWS[vocab.fingerprint] = VocabRows(vocab.tokens, frozenset(vocab.special_ids))
+        while len(_VOCAB_ROWS) > MAX_VOCAB_ROWS:
+            _VOCAB_ROWS.popitem(last=False)
+    _VOCAB_ROWS.move_to_end(vocab.fingerprint)
+    return rows
+
+
+class UniqueCheck:
+    """A plan checked against a vocabulary's :class:`VocabRows`; remembers its dead-end
+    searches (by the grammar's state, so per artifact)."""
+
+    def __init__(self, plan: Plan, rows: VocabRows):
+        self.plan = plan
+        self.rows = rows
+        self.tokens = rows.tokens
+        self.special = rows.special
+        self._alive = LRUCache(ALIVE_CACHE)
+        self._witness = LRUCache(ALIVE_CACHE)  # grammar state key -> bytes that showed one alive
+        self._blank = LRUCache(ALIVE_CACHE)  # grammar state key -> (state after any whitespace run,)
 
     def initial(self) -> Tracker:
         return Tracker(self.plan)
@@ -645,8 +764,16 @@ class UniqueCheck:
             cand = sorted(set(cand).union(t for t in more if _bit(words, t)))
         cand_set = set(cand).union(t for t in self._prefix_candidates(tracker) if _bit(words, t))
         tokens = self.tokens
-        covered: set[bytes] = set()  # every prefix of a token that passed
         drop = []
+        blank = [t for t in cand_set if not tokens[t].strip(_WS_BYTES)] if tracker.lex not in (_STR, _ESC) else []
+        if len(blank) > 1:  # whitespace outside strings: one verdict where the grammar allows it
+            after = self._blank_after(base_state, engine)
+            if after is not None:
+                cand_set.difference_update(blank)
+                nxt = tracker.feed(b" ")
+                if nxt is None or (_risky(nxt) and not self.alive(after, nxt, engine)):
+                    drop += blank
+        covered: set[bytes] = set()  # every prefix of a token that passed
         # no duplicate completed and no dead end after; longest first: a token that is a prefix
         # of one that passed passes too (the longer one's bytes go through its state)
         for t in sorted(cand_set, key=lambda t: (-len(tokens[t]), t)):
@@ -674,11 +801,11 @@ class UniqueCheck:
         and may complete an item of it."""
         k = tracker.unique_depth()
         lex = tracker.lex
-        ev = self._events[INSIDE if lex == _STR else ESCAPED if lex == _ESC else OUTSIDE]
+        ev = self.rows.events[INSIDE if lex == _STR else ESCAPED if lex == _ESC else OUTSIDE]
         if k < 0:
             return ev.opens
         if k == 0:
-            sel = ev.leaves if lex == _STR or lex == _ESC else self._whole if lex == _NONE else self._settle
+            sel = ev.leaves if lex == _STR or lex == _ESC else self.rows.whole if lex == _NONE else self.rows.settle
         else:
             sel = ev.closing[min(k, CLOSE_LEVELS) - 1]
         return sel | ev.opens
@@ -695,31 +822,61 @@ class UniqueCheck:
         open an object."""
         d = tracker.order_depth()
         if d < 0:
-            return self._brace, []
+            return self.rows.brace, []
         if d > 0:
-            return self._deep_member | self._brace, []
+            return self.rows.deep_member | self.rows.brace, []
         if not tracker.in_key():
             if tracker.lex == _STR or tracker.lex == _ESC:  # a string value: only what ends it and goes on
-                return self._value_end, []
+                return self.rows.value_end, []
             if not tracker.frames[-1].key_next:  # a value begins or ends: what can end the member
-                return self._after_name, []
-            return self._member | self._brace, []
+                return self.rows.after_name, []
+            return self.rows.member | self.rows.brace, []
         f = tracker.frames[-1]
         order = self.plan.order[f.node]
         assert order is not None
         if not order.plain:
-            return self._all, []
+            return self.rows.every, []
         partial = tracker.key_text()
         more: list[int] = []
         for name in f.seen:
             raw = name.encode()
             if raw.startswith(partial) and len(raw) > len(partial):
-                more += self._prefix_tokens(raw[len(partial):])
-        return self._quote, more
+                more += self.rows.prefix_tokens(raw[len(partial):])
+        return self.rows.quote, more
 
     def _token_alive(self, base_state: Any, t: int, tracker: Tracker, engine: "Engine") -> bool:
         nxt = engine.step_token(base_state, t)
         return nxt is None or self.alive(nxt, tracker, engine)
+
+    def _blank_after(self, state: Any, engine: "Engine") -> Any | None:
+        """:meth:`_blank_state`, remembered by the grammar state's key."""
+        key = engine.key(state)
+        if key is None:
+            return self._blank_state(state, engine)
+        hit = self._blank.get(key)
+        if hit is None:
+            hit = self._blank.put(key, (self._blank_state(state, engine),))
+        return hit[0]
+
+    @staticmethod
+    def _blank_state(state: Any, engine: "Engine") -> Any | None:
+        """The grammar state (one of them) that every whitespace run readable from ``state``
+        reaches, or None if two runs may reach states with different futures (or the grammar
+        reads no whitespace there). The state after a space is the one: every whitespace byte
+        read from ``state`` or from it must lead to a state of the same key (by induction, every
+        longer run does too)."""
+        after = engine.step(state, b" ")
+        if after is None:
+            return None
+        key = engine.key(after)
+        if key is None:
+            return None
+        for b in _WS_BYTES:
+            for src in (state, after):
+                nxt = engine.step(src, bytes((b,)))
+                if nxt is not None and engine.key(nxt) != key:
+                    return None
+        return after
 
     # ------------------------------------------------------------ dead ends
 
@@ -736,81 +893,79 @@ class UniqueCheck:
             for r in tracker.frames[depth].raws:
                 if r.startswith(base):
                     rem = r[len(base):]
-                    for n in range(min(len(rem), self.max_len) + 1):
-                        cands.update(self._form_tokens(rem[:n], form_mode))
+                    for n in range(min(len(rem), self.rows.max_len) + 1):
+                        cands.update(self.rows.form_tokens(rem[:n], form_mode))
         return cands
-
-    def _form_tokens(self, form: bytes, mode: int) -> list[int]:
-        """The tokens whose compact form read from ``mode`` is ``form`` (:data:`NEXT`: read
-        outside a string without the whitespace and commas they begin with, as a token that
-        begins the next item reads)."""
-        out = self._prefix_tokens(form, exact=True) if form else []
-        other = self._index.get(mode)
-        if other is None:  # the tokens whose form differs from their bytes, made on first use
-            other = self._index[mode] = {}
-            for t in self._reform[mode].tolist():
-                data = self.tokens[t]
-                f = compact(data.lstrip(b" \t\n\r,"), OUTSIDE) if mode == NEXT else compact(data, mode)
-                if f != data:
-                    other.setdefault(f, []).append(t)
-        return out + other.get(form, [])
-
-    def _prefix_tokens(self, rem: bytes, exact: bool = False) -> list[int]:
-        """The tokens that are non-empty prefixes of ``rem`` (``exact``: equal to it)."""
-        out = []
-        for n in range(len(rem) if exact else 1, min(len(rem), self.max_len) + 1):
-            key = rem[:n]
-            i = bisect_left(self._sorted, key)
-            while i < len(self._sorted) and self._sorted[i] == key:
-                out.append(self._sorted_ids[i])
-                i += 1
-        return out
 
     def alive(self, base_state: Any, tracker: Tracker, engine: "Engine") -> bool:
         """Can every item being written in a unique array still end as a new value?
-        (Memoised by the grammar's state and the tracker's, where the grammar has a key.)"""
+        Where the grammar's state has a key: first by the bytes that showed it last time
+        from a state of that key (the grammar reads them again; only the tracker's verdict
+        is checked), then remembered by both states, then by :meth:`_search`."""
         state_key = engine.key(base_state)
         if state_key is None:
-            return self._search(base_state, tracker, engine)
+            return self._search(base_state, tracker, engine)[0]
+        witness = self._witness.get(state_key)
+        if witness is not None and self._shows_alive(tracker, witness):
+            return True
         key = (state_key, tracker.key())
         hit = self._alive.get(key)
         if hit is None:
-            hit = self._alive.put(key, self._search(base_state, tracker, engine))
+            hit, witness = self._search(base_state, tracker, engine)
+            self._alive.put(key, hit)
+            if witness is not None:
+                self._witness.put(state_key, witness)
         return bool(hit)
 
-    def _search(self, base_state: Any, tracker: Tracker, engine: "Engine") -> bool:
+    @staticmethod
+    def _shows_alive(tracker: Tracker, path: bytes) -> bool:
+        """Do the bytes ``path`` take ``tracker`` where :meth:`_search` would stop (True)?"""
+        goals = [(d, len(tracker.frames[d].raws)) for d, _ in tracker.open_items()]
+        nt = tracker.feed(path)
+        return nt is not None and _search_ends(nt, goals)
+
+    def _search(self, base_state: Any, tracker: Tracker, engine: "Engine") -> tuple[bool, bytes | None]:
         """Breadth-first over the grammar's bytes, until each item being written in a unique
         array is complete and new, or its text is no longer a prefix of an earlier item's
-        (see the module doc); True past :data:`SEARCH_BUDGET` states."""
+        (see the module doc); True past :data:`SEARCH_BUDGET` states. With the verdict, the
+        bytes that showed it alive (None: none needed, or the budget ran out)."""
         goals = [(d, len(tracker.frames[d].raws)) for d, _ in tracker.open_items()]
         if not goals and not tracker.order_risky():
-            return True
-        todo = deque([(base_state, tracker)])
+            return True, None
+        todo = deque([(base_state, tracker, b"")])
         seen: set = set()  # (grammar state, tracker) keys met: whitespace variants meet again
         budget = SEARCH_BUDGET
         while todo:
-            state, tr = todo.popleft()
+            state, tr, path = todo.popleft()
             live = engine.live_bytes(state)
             for b in [b for b in live if b not in WS] + [b for b in live if b in WS]:  # whitespace changes no value
                 budget -= 1
                 if budget < 0:
-                    return True
-                nb = engine.step(state, bytes((b,)))
-                if nb is None:
-                    continue
-                nt = tr.feed(bytes((b,)))
+                    return True, None
+                byte = bytes((b,))
+                nt = tr.feed(byte)
                 if nt is None:
                     continue
-                if (all(nt.settled(*g) for g in goals) or not _unique_risky(nt)) and not nt.order_risky():
-                    return True
+                # the grammar reads b here (a live byte): the tracker alone can end the search
+                if _search_ends(nt, goals):
+                    return True, path + byte
+                nb = engine.step(state, byte)
+                if nb is None:
+                    continue
                 k = engine.key(nb)
                 if k is not None:
                     k = (k, nt.key())
                     if k in seen:
                         continue
                     seen.add(k)
-                todo.append((nb, nt))
-        return False
+                todo.append((nb, nt, path + byte))
+        return False, None
+
+
+def _search_ends(tracker: Tracker, goals: list[tuple[int, int]]) -> bool:
+    """Where a dead-end search stops: each item it watched (``goals``) ended, or none is a
+    prefix of an earlier item any more; and no member name can only end as a repeated one."""
+    return (all(tracker.settled(*g) for g in goals) or not _unique_risky(tracker)) and not tracker.order_risky()
 
 
 class Events:
@@ -909,4 +1064,4 @@ class Engine:
         self.key = key
 
 
-__all__ = ["Plan", "Tracker", "UniqueCheck", "canonical", "compact", "SEARCH_BUDGET"]
+__all__ = ["Plan", "Tracker", "UniqueCheck", "VocabRows", "vocab_rows", "canonical", "compact", "SEARCH_BUDGET"]

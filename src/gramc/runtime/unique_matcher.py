@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from gramc.bitmask import unpack_row
-from gramc.runtime.check import class_bytes, expected_bytes
+from gramc.runtime.check import expected_bytes
 from gramc.runtime.matcher import Matcher
 from gramc.runtime.unique import Engine, UniqueCheck
 
@@ -109,7 +109,7 @@ def live_bytes(artifact: Any, state: Any) -> list[int]:
     if kind == "dfa":
         return expected_bytes(artifact.dfa, state)
     if kind == "pda":
-        return class_bytes(artifact.pda, artifact.token_table.parser.live_bytes(state[-1]))
+        return artifact.token_table.parser.next_bytes(state[-1])
     cdfa = artifact.cdfa
     return [b for b in range(256) if cdfa.step_bytes(state, bytes((b,))) != 0]
 
