@@ -663,3 +663,13 @@ def test_vocabulary_rows_are_shared_and_bounded():
     for i in range(MAX_VOCAB_ROWS):
         vocab_rows(Vocab.from_list([b"a", bytes([0x61 + i + 1])], name=f"v{i}"))
     assert vocab_rows(WS_VOCAB) is not first
+
+
+@given(name=st.text(max_size=12), ascii_only=st.booleans())
+def test_member_names_are_read_as_json_reads_them(name, ascii_only):
+    """The tracker's reading of a member name's literal (without ``json.loads`` where it has
+    no escape) is ``json.loads``'s, escapes and non-ASCII names included."""
+    from gramc.runtime.unique import _member_name
+
+    literal = json.dumps(name, ensure_ascii=ascii_only).encode()
+    assert _member_name(literal) == json.loads(literal) == name

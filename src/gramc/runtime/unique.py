@@ -437,7 +437,7 @@ class Tracker:
                     lex = _NONE
                     f = frames[-1] if frames else None
                     if f is not None and not f.array and f.key_next:
-                        key = json.loads(text.slice(lex_start, pos + 1))
+                        key = _member_name(text.slice(lex_start, pos + 1))
                         order = plan.order[f.node] if f.node >= 0 else None
                         if order is not None and key in order.names:  # a declared name: once
                             if key in f.seen:
@@ -1036,10 +1036,24 @@ def _unique_risky(tracker: Tracker) -> bool:
     return False
 
 
+_PLAIN_LITERAL = re.compile(rb'"[^"\\\x00-\x1f]*"')
+
+
+def _member_name(literal: bytes) -> str:
+    """The member name a JSON string literal (quotes included) spells (without ``json.loads``
+    where it has no escape or control character: most names)."""
+    if _PLAIN_LITERAL.fullmatch(literal):
+        try:
+            return literal[1:-1].decode()
+        except UnicodeDecodeError:
+            pass  # json.loads says what it makes of the bytes
+    return json.loads(literal)
+
+
 def _ids(row: np.ndarray) -> list[int]:
     """The token ids set in a packed row, in order (found word by word: rows here are sparse)."""
     out = []
-    for i in np.flatnonzero(row).tolist():
+    for i in (row != 0).nonzero()[0].tolist():  # (a bool array's nonzero: a third of a uint32 one's)
         v, base = int(row[i]), i << 5
         while v:
             low = v & -v
