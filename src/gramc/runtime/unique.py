@@ -694,12 +694,13 @@ class VocabRows:
         out = self.prefix_tokens(form, exact=True) if form else []
         other = self._index.get(mode)
         if other is None:  # the tokens whose form differs from their bytes, made on first use
-            other = self._index[mode] = {}
+            other = {}
             for t in self.reform[mode].tolist():
                 data = self.tokens[t]
                 f = compact(data.lstrip(b" \t\n\r,"), OUTSIDE) if mode == NEXT else compact(data, mode)
                 if f != data:
                     other.setdefault(f, []).append(t)
+            self._index[mode] = other  # whole (the rows are shared by every artifact's matchers)
         return out + other.get(form, [])
 
     def prefix_tokens(self, rem: bytes, exact: bool = False) -> list[int]:
