@@ -648,6 +648,11 @@ def test_dead_end_shortcuts_change_no_mask(name, kind, data, max_ws, seed):
         t = ids[text[i:i + rng.choice(fits)]]
         assert a.commit_token(t) and b.commit_token(t)
         i += len(WS_VOCAB.tokens[t])
+    # what the shortcuts remember by state key is small: verdicts and bytes, never a state
+    # (a parser's state holds its chart)
+    kept = fast.unique_check()
+    assert all(type(v) is bool for v in kept._blank.values())
+    assert all(type(v) is bytes for v in kept._witness.values())
 
 
 def test_vocabulary_rows_are_shared_and_bounded():

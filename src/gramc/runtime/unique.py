@@ -744,7 +744,7 @@ class UniqueCheck:
         self.special = rows.special
         self._alive = LRUCache(ALIVE_CACHE)
         self._witness = LRUCache(ALIVE_CACHE)  # grammar state key -> bytes that showed one alive
-        self._blank = LRUCache(ALIVE_CACHE)  # grammar state key -> (state after any whitespace run,)
+        self._blank = LRUCache(ALIVE_CACHE)  # grammar state key -> every whitespace run leads to one key
 
     def initial(self) -> Tracker:
         return Tracker(self.plan)
@@ -850,14 +850,17 @@ class UniqueCheck:
         return nxt is None or self.alive(nxt, tracker, engine)
 
     def _blank_after(self, state: Any, engine: "Engine") -> Any | None:
-        """:meth:`_blank_state`, remembered by the grammar state's key."""
+        """:meth:`_blank_state`, its verdict remembered by the grammar state's key (not the
+        state: a parser's state holds its whole chart)."""
         key = engine.key(state)
         if key is None:
             return self._blank_state(state, engine)
-        hit = self._blank.get(key)
-        if hit is None:
-            hit = self._blank.put(key, (self._blank_state(state, engine),))
-        return hit[0]
+        one = self._blank.get(key)
+        if one is None:
+            after = self._blank_state(state, engine)
+            self._blank.put(key, after is not None)
+            return after
+        return engine.step(state, b" ") if one else None
 
     @staticmethod
     def _blank_state(state: Any, engine: "Engine") -> Any | None:
