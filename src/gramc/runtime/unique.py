@@ -387,7 +387,7 @@ class Tracker:
         text = Text(self.text, data)
         base = text.end - len(data)
         prior = self._items  # the compact texts of the items being written, where made
-        prior_mode = INSIDE if self.lex == _STR else ESCAPED if self.lex == _ESC else OUTSIDE
+        prior_mode = self.read_mode()
 
         def child_node() -> int:
             if not frames:
@@ -515,6 +515,16 @@ class Tracker:
     def _untracked(self, text: Text) -> "Tracker":
         return Tracker(self.plan, (), _NONE, -1, text, 0, True)
 
+    def read_mode(self) -> int:
+        """Where the next byte is read (:data:`INSIDE`, :data:`ESCAPED` or :data:`OUTSIDE` a
+        string), as :func:`compact` and the token rows take it."""
+        return INSIDE if self.lex == _STR else ESCAPED if self.lex == _ESC else OUTSIDE
+
+    def item_goals(self) -> list[tuple[int, int]]:
+        """Per open unique array with earlier items: its depth and its count of completed
+        items (what :meth:`settled` compares with later)."""
+        return [(d, len(self.frames[d].raws)) for d, _ in self.open_items()]
+
     def items_written(self) -> tuple[bytes | None, ...]:
         """Per frame: in a unique array, the compact text of the item being written (None
         elsewhere, or where no item has begun since the last ended). Kept once made; made
@@ -540,7 +550,7 @@ class Tracker:
                 continue
             if tail is None:
                 assert prev is not None
-                mode = INSIDE if prev.lex == _STR else ESCAPED if prev.lex == _ESC else OUTSIDE
+                mode = prev.read_mode()
                 tail = compact(self.text.slice(base, pos), mode)
             out.append(before + tail)
         self._items = tuple(out)
@@ -802,7 +812,7 @@ class UniqueCheck:
         and may complete an item of it."""
         k = tracker.unique_depth()
         lex = tracker.lex
-        ev = self.rows.events[INSIDE if lex == _STR else ESCAPED if lex == _ESC else OUTSIDE]
+        ev = self.rows.events[tracker.read_mode()]
         if k < 0:
             return ev.opens
         if k == 0:
@@ -891,7 +901,7 @@ class UniqueCheck:
         cands: set[int] = set()
         if not items:
             return cands
-        mode = INSIDE if tracker.lex == _STR else ESCAPED if tracker.lex == _ESC else OUTSIDE
+        mode = tracker.read_mode()
         for depth, partial in items:
             form_mode, base = (NEXT, b"") if partial is None else (mode, partial)
             for r in tracker.frames[depth].raws:
@@ -924,7 +934,7 @@ class UniqueCheck:
     @staticmethod
     def _shows_alive(tracker: Tracker, path: bytes) -> bool:
         """Do the bytes ``path`` take ``tracker`` where :meth:`_search` would stop (True)?"""
-        goals = [(d, len(tracker.frames[d].raws)) for d, _ in tracker.open_items()]
+        goals = tracker.item_goals()
         nt = tracker.feed(path)
         return nt is not None and _search_ends(nt, goals)
 
@@ -933,7 +943,7 @@ class UniqueCheck:
         array is complete and new, or its text is no longer a prefix of an earlier item's
         (see the module doc); True past :data:`SEARCH_BUDGET` states. With the verdict, the
         bytes that showed it alive (None: none needed, or the budget ran out)."""
-        goals = [(d, len(tracker.frames[d].raws)) for d, _ in tracker.open_items()]
+        goals = tracker.item_goals()
         if not goals and not tracker.order_risky():
             return True, None
         todo = deque([(base_state, tracker, b"")])
