@@ -9,7 +9,17 @@ from hypothesis import strategies as st
 
 import oracle
 from gramc.automata.tables import DEAD
-from gramc.compiler.dfa import _refine_exact, _refine_incremental, build_dfa, byte_classes, merge_byte_columns
+from gramc.compiler.dfa import (
+    _refine_exact,
+    _refine_incremental,
+    _subsets_in_python,
+    build_dfa,
+    byte_classes,
+    canonical,
+    merge_byte_columns,
+    minimize,
+    subset_table,
+)
 from gramc.compiler.hopcroft import hopcroft_blocks
 from gramc.compiler.ir import (
     EMPTY,
@@ -110,6 +120,50 @@ def test_byte_classes_are_coarsest_partition():
     assert (0x30, 0x34) in spans and (0x35, 0x39) in spans and (0x3A, 0x40) in spans
     assert len(groups) == 4  # the rest of the bytes form one class
     assert int(classes[0]) == 0  # classes are numbered by their smallest byte
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.sets(st.integers(1, 2**256 - 1), max_size=12))
+def test_byte_classes_group_the_bytes_every_mask_treats_alike(masks):
+    """Two bytes share a class exactly when each mask holds both or neither; classes are
+    numbered by their smallest byte."""
+    classes = byte_classes(masks).tolist()
+    signature = [tuple(m >> b & 1 for m in sorted(masks)) for b in range(256)]
+    for a in range(256):
+        for b in range(a + 1, 256, 17):
+            assert (classes[a] == classes[b]) == (signature[a] == signature[b])
+    firsts = [classes.index(c) for c in range(max(classes) + 1)]
+    assert firsts == sorted(firsts) and set(classes) == set(range(max(classes) + 1))
+
+
+def _calls_and_tokens(children: st.SearchStrategy) -> st.SearchStrategy:
+    """Expressions over :func:`strategies.exprs`' leaves, special tokens and calls."""
+    return st.recursive(
+        st.one_of(exprs(4), st.sampled_from([Token(7), Token(9), Ref("r"), Ref("s")])),
+        lambda kids: st.one_of(st.lists(kids, min_size=2, max_size=3).map(lambda xs: seq(*xs)),
+                               st.lists(kids, min_size=2, max_size=3).map(lambda xs: alt(*xs)),
+                               st.tuples(kids, st.integers(0, 2)).map(lambda t: repeat(t[0], t[1], None))),
+        max_leaves=8)
+
+
+@settings(max_examples=200, deadline=None)
+@given(_calls_and_tokens(exprs()))
+def test_compiled_and_python_subset_constructions_agree(e):
+    """The two subset constructions find the same sets (as many states, as many accepting)
+    and so the same minimal DFA, over bytes, special tokens and calls."""
+    from gramc.compiler.nfa import build_nfa
+
+    nfa = build_nfa(Grammar({"root": e, "r": EMPTY, "s": EMPTY}, "root"), Limits(), {"r": 0, "s": 1})
+    classes = byte_classes(set(nfa.cls) - {0})
+    tokens = sorted({t for t in nfa.tok if t >= 0})
+    calls = sorted({c for c in nfa.call if c >= 0})
+    compiled = subset_table(nfa, classes, tokens, calls, Limits(), Deadline(60))
+    python = _subsets_in_python(nfa, classes, tokens, calls, Limits(), Deadline(60))
+    assert len(compiled[1]) == len(python[1]) and compiled[1].sum() == python[1].sum()
+    assert compiled[0].shape == python[0].shape
+    minimal = [canonical(delta, accept, minimize(delta, accept, Deadline(60)), start=1)
+               for delta, accept in (compiled, python)]
+    assert all(np.array_equal(a, b) for a, b in zip(*minimal))
 
 
 def test_non_recursive_rules_are_inlined():

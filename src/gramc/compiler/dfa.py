@@ -20,21 +20,23 @@ from gramc.errors import BackendUnavailableError
 from gramc.limits import DEFAULT_LIMITS, Deadline, Limits
 
 
-def mask_members(mask: int) -> np.ndarray:
-    """A 256-bit byte mask as a 0/1 array indexed by byte."""
-    raw = np.frombuffer(mask.to_bytes(32, "little"), dtype=np.uint8)
-    return np.unpackbits(raw, bitorder="little").astype(np.int64)
+def mask_matrix(masks: list[int]) -> np.ndarray:
+    """256-bit byte masks as a bool matrix, a row per mask and a column per byte."""
+    raw = np.frombuffer(b"".join(m.to_bytes(32, "little") for m in masks), dtype=np.uint8)
+    return np.unpackbits(raw, bitorder="little").reshape(len(masks), 256).astype(bool)
 
 
 def byte_classes(masks: set[int]) -> np.ndarray:
-    """The coarsest partition of 0..255 that no mask splits: uint8 class id per byte.
+    """The coarsest partition of 0..255 that no mask splits: uint8 class id per byte (bytes
+    in the same masks share a class).
 
     Classes are numbered in order of their smallest byte, so the result is canonical.
     """
-    ids = np.zeros(256, dtype=np.int64)
-    for mask in sorted(masks):
-        ids = ids * 2 + mask_members(mask)
-        _, ids = np.unique(ids, return_inverse=True)
+    if not masks:
+        return np.zeros(256, dtype=np.uint8)
+    in_masks = np.packbits(mask_matrix(sorted(masks)), axis=0).T  # per byte, the masks holding it
+    _, ids = np.unique(np.ascontiguousarray(in_masks), axis=0, return_inverse=True)
+    ids = ids.reshape(-1)
     _, first = np.unique(ids, return_index=True)
     order = np.argsort(np.argsort(first))  # rank classes by their smallest byte
     return order[ids].astype(np.uint8)
@@ -65,24 +67,96 @@ def _check_table_memory(n_states: int, n_cols: int, limits: Limits, held: int = 
                         + (f", with {held:,} bytes held beside them" if held else ""))
 
 
-def _subset_construction(nfa: NFA, classes: np.ndarray, token_ids: list[int], calls: list[int],
-                         limits: Limits, deadline: Deadline, held: int = 0, what: str = "the DFA"):
-    """Reachable subsets of the NFA as a dense table.
+def subset_table(nfa: NFA, classes: np.ndarray, token_ids: list[int], calls: list[int],
+                 limits: Limits, deadline: Deadline, held: int = 0, what: str = "the DFA"):
+    """Reachable subsets of the NFA as a dense table ``(delta, accept)``; state 0 is the empty
+    set (DEAD), 1 the start's closure.
 
     Columns: the byte classes, then one per id of ``token_ids``, then one per call target of
     ``calls`` (ascending; the NFA calls no other). ``max_memory`` bounds the subsets, the
     tables and ``held`` (bytes the caller keeps alive meanwhile) together; ``what`` names the
-    DFA in a limit's message.
+    DFA in a limit's message. Two constructions give the same sets, chosen here:
+
+    - compiled (:mod:`gramc.compiler.subsets`) where numba is installed: sets as sorted
+      runs of one int32 pool, each NFA state's closure made once;
+    - otherwise :func:`_subsets_in_python`, sets as frozensets.
+
+    The numbering of the sets may differ; minimisation and :func:`canonical` make the same
+    table of both.
     """
+    try:
+        from gramc.compiler.subsets import Subsets
+    except BackendUnavailableError:  # no numba: it is optional for compiling
+        return _subsets_in_python(nfa, classes, token_ids, calls, limits, deadline, held, what)
+    return _subsets_compiled(Subsets, nfa, classes, token_ids, calls, limits, deadline, held, what)
+
+
+def _columns(nfa: NFA, classes: np.ndarray, token_ids: list[int], calls: list[int]):
+    """The table's columns: (number of byte classes, column per special token id, column per
+    call target, total columns)."""
     n_classes = int(classes.max()) + 1
     token_col = {t: n_classes + i for i, t in enumerate(token_ids)}
     call_base = n_classes + len(token_ids)
     call_col = {c: call_base + i for i, c in enumerate(calls)}
-    n_calls = len(calls)
+    return n_classes, token_col, call_col, call_base + len(calls)
+
+
+def _mask_columns(masks: list[int], classes: np.ndarray) -> np.ndarray:
+    """Per mask of ``masks``, the byte-class columns it holds (a bool matrix): ``classes``
+    must be ones no mask splits."""
+    _, first_byte = np.unique(classes, return_index=True)
+    return mask_matrix(masks)[:, first_byte]
+
+
+#: New DFA states the compiled construction finds between two checks of the limits.
+COMPILED_CHUNK = 1024
+
+
+def _subsets_compiled(subsets_cls, nfa: NFA, classes: np.ndarray, token_ids: list[int], calls: list[int],
+                      limits: Limits, deadline: Deadline, held: int, what: str):
+    """:func:`subset_table` by :class:`gramc.compiler.subsets.Subsets`, its limits checked
+    every :data:`COMPILED_CHUNK` new states."""
+    _, token_col, call_col, n_cols = _columns(nfa, classes, token_ids, calls)
+    n = nfa.n_states
+    kind = np.full(n, 3, dtype=np.int8)
+    mask_ids: dict[int, int] = {}
+    mask = np.array([mask_ids.setdefault(m, len(mask_ids)) if m else -1 for m in nfa.cls], dtype=np.int64)
+    tok_col = [token_col[t] if t >= 0 else -1 for t in nfa.tok]
+    col = np.array([t if t >= 0 else (call_col[c] if c >= 0 else -1) for t, c in zip(tok_col, nfa.call)],
+                   dtype=np.int64)
+    eps_len = np.fromiter(map(len, nfa.eps), dtype=np.int64, count=n)
+    kind[col >= 0] = 2
+    kind[mask >= 0] = 1
+    kind[eps_len > 0] = 0
+    rows, cols = np.nonzero(_mask_columns(list(mask_ids), classes))  # by mask, then column
+    mask_ptr = np.concatenate([[0], np.cumsum(np.bincount(rows, minlength=len(mask_ids)))]).astype(np.int64)
+    mask_cols = cols.astype(np.int64)
+    eps_ptr = np.concatenate([[0], np.cumsum(eps_len)]).astype(np.int64)
+    eps_idx = np.fromiter((t for e in nfa.eps for t in e), dtype=np.int64, count=int(eps_ptr[-1]))
+    work = subsets_cls(kind, mask, col, np.asarray(nfa.nxt, dtype=np.int64), eps_ptr, eps_idx, mask_ptr,
+                       mask_cols, n_cols, nfa.start, nfa.accept)
+    while True:
+        work.run(COMPILED_CHUNK)
+        limits.check("max_dfa_states", work.n_states, what)
+        if work.memory() > TABLE_CELL_BYTES * work.n_states * n_cols:  # name the larger part first
+            limits.check_memory(held + work.memory(),
+                                f"the NFA state sets of {work.n_states:,} DFA states ({work.entries:,} NFA "
+                                "states in all) in the subset construction"
+                                + (f", with {held:,} bytes held beside them" if held else ""))
+        _check_table_memory(work.n_states, n_cols, limits, held + work.memory())
+        if work.finished():
+            return work.table()
+        deadline.check()
+
+
+def _subsets_in_python(nfa: NFA, classes: np.ndarray, token_ids: list[int], calls: list[int],
+                       limits: Limits, deadline: Deadline, held: int = 0, what: str = "the DFA"):
+    """:func:`subset_table` with frozensets (the construction without numba)."""
+    _, token_col, call_col, n_cols = _columns(nfa, classes, token_ids, calls)
     # Each byte mask as the set of its class columns, bit c for column c.
-    mask_bits: dict[int, int] = {}
-    for mask in set(nfa.cls) - {0}:
-        mask_bits[mask] = sum(1 << c for c in np.unique(classes[mask_members(mask) == 1]).tolist())
+    masks = sorted(set(nfa.cls) - {0})
+    mask_bits = {mask: sum(1 << c for c in np.flatnonzero(row).tolist())
+                 for mask, row in zip(masks, _mask_columns(masks, classes))}
 
     start = nfa.closure([nfa.start])
     index = {frozenset(): DEAD, start: 1}
@@ -139,14 +213,12 @@ def _subset_construction(nfa: NFA, classes: np.ndarray, token_ids: list[int], ca
                     deadline.check()
                 if len(subsets) % 1024 == 0:
                     limits.check("max_dfa_states", len(subsets), what)
-                    _check_table_memory(len(subsets), call_base + n_calls, limits,
-                                        held + SUBSET_ENTRY_BYTES * entries)
+                    _check_table_memory(len(subsets), n_cols, limits, held + SUBSET_ENTRY_BYTES * entries)
                     deadline.check()
             edge_state.append(here)
             edge_group.append(group_ids.setdefault(bits, len(group_ids)))
             edge_target.append(index[target])
     limits.check("max_dfa_states", len(subsets), what)
-    n_cols = call_base + n_calls
     _check_table_memory(len(subsets), n_cols, limits, held + SUBSET_ENTRY_BYTES * entries)
     delta = np.zeros((len(subsets), n_cols), dtype=np.int32)
     states, group, targets = (np.array(x, dtype=np.int64) for x in (edge_state, edge_group, edge_target))
@@ -431,7 +503,7 @@ def determinize_used(nfa: NFA, classes: np.ndarray, token_ids: list[int],
     numbering only follows live edges, so it is the same) keeps their int64 temporaries the
     rule's size, and the rule is held compact until the PDA's table is stacked."""
     calls = sorted({c for c in nfa.call if c >= 0})
-    delta, accept = _subset_construction(nfa, classes, token_ids, calls, limits, deadline, held, what)
+    delta, accept = subset_table(nfa, classes, token_ids, calls, limits, deadline, held, what)
     used = np.flatnonzero(delta.any(axis=0))
     if len(used) < delta.shape[1]:
         delta = np.ascontiguousarray(delta[:, used])
