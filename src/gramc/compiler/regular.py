@@ -110,14 +110,30 @@ def difference_machine(a: Expr, b: Expr, limits: Limits = DEFAULT_LIMITS) -> Exp
 def dfa_to_machine(delta: np.ndarray, accept: np.ndarray, start: int, masks: list[int]) -> Expr:
     """A :class:`~gramc.compiler.ir.Machine` for a DFA (state 0 dead; ``masks[c]`` is the
     byte set of column ``c``)."""
-    rows = []
-    for p in range(len(delta)):
-        by_target: dict[int, int] = {}
-        for c, q in enumerate(delta[p].tolist()):
-            if q != DEAD:
-                by_target[q] = by_target.get(q, 0) | masks[c]
-        rows.append([(mask, q) for q, mask in by_target.items()])
+    rows = [[(mask, q) for q, mask in row] for row in _edges_by_target(delta, masks)]
     return machine(rows, accept.tolist(), start)
+
+
+def _edges_by_target(delta: np.ndarray, masks: list[int]) -> list[list[tuple[int, int]]]:
+    """Per state, its (target, byte mask) pairs: the masks of the columns leading to each
+    live target OR-ed, targets in the order of their first column (numpy over every edge at
+    once: a Python loop per state and column took 2.7 ms for a 270-state object key)."""
+    n = len(delta)
+    out: list[list[tuple[int, int]]] = [[] for _ in range(n)]
+    src, col = np.nonzero(delta != DEAD)  # by state, then column
+    if not len(src):
+        return out
+    words = np.frombuffer(b"".join(m.to_bytes(32, "little") for m in masks), dtype=np.uint64).reshape(-1, 4)
+    pair = src.astype(np.int64) * n + delta[src, col]
+    order = np.argsort(pair, kind="stable")  # a pair's columns stay ascending
+    pair, col = pair[order], col[order]
+    first = np.flatnonzero(np.concatenate([[True], pair[1:] != pair[:-1]]))
+    ored = np.bitwise_or.reduceat(words[col], first, axis=0)
+    by_first_col = np.lexsort((col[first], pair[first] // n))
+    for i in by_first_col.tolist():
+        p, q = divmod(int(pair[first[i]]), n)
+        out[p].append((q, int.from_bytes(ored[i].tobytes(), "little")))
+    return out
 
 
 def combine(a: DFATable, b: DFATable, both: bool, limits: Limits, as_machine: bool = False) -> Expr:
@@ -200,12 +216,9 @@ def dfa_to_ir(delta: np.ndarray, accept: np.ndarray, start: int, masks: list[int
         e = _union(out[p][q], e) if q in out[p] else e
         out[p][q] = inn[q][p] = e
 
+    edges = _edges_by_target(delta, masks)
     for p in range(1, n):
-        by_target: dict[int, int] = {}
-        for c, q in enumerate(delta[p].tolist()):
-            if q != DEAD:
-                by_target[q] = by_target.get(q, 0) | masks[c]
-        for q, mask in by_target.items():
+        for q, mask in edges[p]:
             add(p, q, Bytes(mask))
         if accept[p]:
             add(p, dst, EMPTY)
