@@ -634,3 +634,29 @@ def test_the_productivity_check_agrees_with_a_fixed_point_on_wide_tables(seed):
             lowered = ranks.copy()
             lowered[worst] = 0
             assert unjustified(edges, accept, rule_start, lowered) is not None
+
+
+@pytest.mark.parametrize("source, fmt", [(PATTERN, "regex"), ('root ::= "(" root ")" | "x"', "gbnf"),
+                                         ('{"type": "object", "properties": {"a": {"type": "integer"}}}',
+                                          "json_schema")])
+def test_a_compiles_meta_reads_as_the_dict_it_is_saved_as(source, fmt, tmp_path):
+    """A compile's meta writes its IR text out on first use; every way of reading it (an
+    item, get, membership, iteration, copies, JSON, pickle) and the saved file see the same
+    dict, with the IR text of the grammar."""
+    import json
+    import pickle
+
+    from gramc.compiler.pipeline import compile_source, ir_text
+
+    expected_ir = ir_text(compile_source(source, fmt).grammar)
+    for read in (lambda m: m["ir"], lambda m: m.get("ir"), lambda m: dict(m)["ir"], lambda m: {**m}["ir"],
+                 lambda m: json.loads(json.dumps(m))["ir"], lambda m: pickle.loads(pickle.dumps(m))["ir"],
+                 lambda m: dict(m.items())["ir"], lambda m: m.copy()["ir"]):
+        meta = gramc.compile(source, fmt, vocab=VOCAB).meta
+        assert "ir" in meta and read(meta) == expected_ir
+    meta = gramc.compile(source, fmt, vocab=VOCAB).meta
+    keys = sorted(meta)
+    assert "ir" in keys and len(meta) == len(keys) and meta == dict(meta)
+    art = gramc.compile(source, fmt, vocab=VOCAB)
+    art.save(tmp_path / "a.gmask")
+    assert gramc.load(tmp_path / "a.gmask", vocab=VOCAB).meta == dict(art.meta)

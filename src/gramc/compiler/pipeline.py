@@ -11,7 +11,7 @@ import hashlib
 import sys
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
-from typing import Callable, Mapping
+from typing import Any, Callable, Iterator, Mapping
 
 from gramc import __version__
 from gramc.automata.tables import DFATable
@@ -159,6 +159,67 @@ def _depth_as_limit():
                                  "the grammar's expressions nest deeper than the compiler's walks can follow") from None
 
 
+class SourceMeta(dict):
+    """A compile's provenance (``artifact.meta``) whose ``"ir"`` entry, the IR text, is
+    written out on first use: reading it, iterating, saving. Formatting the IR is about a
+    tenth of a lazy compile that is never saved or inspected; until then the grammar (a
+    small DAG) is kept instead of its text. Every read goes through the methods below, so it
+    behaves as the plain dict it becomes."""
+
+    __slots__ = ("_grammar",)
+
+    def __init__(self, meta: dict[str, Any], grammar: Grammar):
+        super().__init__(meta)
+        self._grammar: Grammar | None = grammar
+
+    def _resolved(self) -> "SourceMeta":
+        grammar = self._grammar
+        if grammar is not None:
+            dict.__setitem__(self, "ir", ir_text(grammar))
+            self._grammar = None
+        return self
+
+    def __missing__(self, key: str) -> Any:
+        if self._grammar is not None and key == "ir":
+            return dict.__getitem__(self._resolved(), key)
+        raise KeyError(key)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return dict.get(self._resolved(), key, default)
+
+    def __contains__(self, key: object) -> bool:
+        return dict.__contains__(self, key) or (key == "ir" and self._grammar is not None)
+
+    def __iter__(self) -> Iterator[str]:
+        return dict.__iter__(self._resolved())
+
+    def __len__(self) -> int:
+        return dict.__len__(self._resolved())
+
+    def keys(self):  # type: ignore[override]
+        return dict.keys(self._resolved())
+
+    def items(self):  # type: ignore[override]
+        return dict.items(self._resolved())
+
+    def values(self):  # type: ignore[override]
+        return dict.values(self._resolved())
+
+    def copy(self) -> dict[str, Any]:  # type: ignore[override]
+        return dict(self._resolved())
+
+    def __eq__(self, other: object) -> bool:
+        return dict.__eq__(self._resolved(), other)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return dict.__repr__(self._resolved())
+
+    def __reduce__(self):
+        return (dict, (dict(self._resolved()),))
+
+
 #: Above this many nodes written out as a tree, the stored IR text names shared sub-expressions.
 IR_TEXT_MAX_TREE_NODES = 20_000
 
@@ -217,13 +278,12 @@ def compile_lowered(
     with _depth_as_limit():
         kind, automaton = build_automaton(grammar, limits, deadline, progress)
     progress("recording the IR")
-    meta = {
+    meta = SourceMeta({
         "format": format,
         "sha256": hashlib.sha256(source.encode("utf-8")).hexdigest(),
         "options": options.to_meta(),
         "compiler_version": __version__,
-        "ir": ir_text(grammar),
-    }
+    }, grammar)
     if lowered.captures or lowered.uncaptured:  # grammars without captures carry nothing more
         grammar.captures, grammar.uncaptured = lowered.captures, lowered.uncaptured
         meta["captures"] = capture_grammar(grammar)

@@ -246,7 +246,7 @@ class Artifact(ABC):
         return {
             "artifact_version": self._layout(),
             "kind": self.kind,
-            "source": self.meta,
+            "source": dict(self.meta),  # a compile's SourceMeta writes its IR text out here
             self.kind: automaton,
             "vocab": self.vocab.to_meta() if self.vocab else None,
         }
