@@ -444,9 +444,9 @@ class Grammar:
     def __repr__(self) -> str:
         return f"Grammar(start={self.start!r}, rules={len(self.rules)})"
 
-    def refs(self, name: str) -> set[str]:
+    def refs(self, name: str) -> frozenset[str]:
         """The rule names referenced by rule ``name``."""
-        return {n.name for n in walk(self.rules[name]) if isinstance(n, Ref)}
+        return rule_refs(self.rules[name])
 
     def is_recursive(self) -> bool:
         """True when some rule reachable from the start can reach itself (depth-first, on an
@@ -466,6 +466,13 @@ class Grammar:
                     state[ref] = 1
                     path.append((ref, iter(self.refs(ref))))
         return False
+
+
+@lru_cache(maxsize=4096)
+def rule_refs(expr: Expr) -> frozenset[str]:
+    """The rule names ``expr`` references (memoised: the passes ask again for the same
+    bodies, a walk of the whole body each time)."""
+    return frozenset(n.name for n in walk(expr) if isinstance(n, Ref))
 
 
 def walk(expr: Expr, stop: Collection[Expr] = ()) -> Iterable[Expr]:

@@ -48,7 +48,9 @@ def rewrite(e: Expr, fn: Callable[[Expr], Expr | None]) -> Expr:
 def check_references(g: Grammar) -> Grammar:
     """Every referenced rule must be defined (frontends report positions; this is the net)."""
     for name, body in g.rules.items():
-        for node in walk(body):
+        if g.refs(name) <= g.rules.keys():
+            continue
+        for node in walk(body):  # the first undefined one in the body's order
             if isinstance(node, Ref) and node.name not in g.rules:
                 raise GrammarSyntaxError(f"rule {name!r} refers to undefined rule {node.name!r}")
     return g

@@ -13,17 +13,13 @@ import numpy as np
 from gramc.automata.pda_table import PDATable
 from gramc.automata.tables import DEAD
 from gramc.compiler.dfa import byte_classes, determinize_used, merge_byte_columns
-from gramc.compiler.ir import Expr, Grammar, Ref, Repeat, walk
+from gramc.compiler.ir import Expr, Grammar, Ref, Repeat, rule_refs, walk
 from gramc.compiler.nfa import build_nfa
 from gramc.compiler.passes import rewrite
 from gramc.limits import DEFAULT_LIMITS, Deadline, Limits
 
 #: Rules up to this many IR nodes are inlined even when used more than once.
 INLINE_SMALL = 64
-
-
-def _refs(e: Expr) -> set[str]:
-    return {node.name for node in walk(e) if isinstance(node, Ref)}
 
 
 def _size(e: Expr) -> int:
@@ -41,7 +37,7 @@ def collapse_recursion(g: Grammar) -> Grammar:
     1,000-rule cycle took 36 s). A body is built early only when its size decides whether
     a rule used more than once is small enough to inline.
     """
-    refs = {n: _refs(body) for n, body in g.rules.items()}
+    refs = {n: rule_refs(body) for n, body in g.rules.items()}
     users: dict[str, set[str]] = {n: set() for n in g.rules}  # the rules that refer to each
     for name, used in refs.items():
         for ref in used:
@@ -89,7 +85,7 @@ def _inline_bodies(rules: dict[str, Expr], inlined: set[str], names: list[str]) 
                                       and e.name in inlined else None)
             else:
                 stack.append((name, True))
-                stack.extend((ref, False) for ref in _refs(rules[name]) & inlined if ref not in built)
+                stack.extend((ref, False) for ref in rule_refs(rules[name]) & inlined if ref not in built)
     return {n: built[n] for n in names}
 
 
