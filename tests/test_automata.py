@@ -12,6 +12,7 @@ from gramc.automata.tables import DEAD
 from gramc.compiler.dfa import (
     _refine_exact,
     _refine_incremental,
+    _bfs_numbers_by_level,
     _subsets_in_python,
     build_dfa,
     byte_classes,
@@ -99,6 +100,24 @@ def test_refinements_equal_plain_moore(data):
     exact = _refine_exact(delta, accept, deadline)
     assert _same_partition(_refine_incremental(delta, accept, deadline), exact)
     assert _same_partition(hopcroft_blocks(delta, accept), exact)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.data())
+def test_breadth_first_numberings_agree(data):
+    """The compiled breadth-first numbering and the numpy one, level by level, number every
+    reachable state alike (cycles, self-loops, unreachable states, start = dead)."""
+    from gramc.compiler.bfs import bfs_numbers
+
+    n = data.draw(st.integers(1, 40))
+    k = data.draw(st.integers(1, 4))
+    delta = np.array(data.draw(st.lists(st.lists(st.integers(0, n - 1), min_size=k, max_size=k),
+                                        min_size=n, max_size=n)), dtype=np.int32)
+    start, dead = data.draw(st.integers(0, n - 1)), data.draw(st.integers(0, n - 1))
+    numbers = bfs_numbers(delta, start, dead)
+    assert np.array_equal(numbers, _bfs_numbers_by_level(delta, start, dead))
+    reached = numbers[numbers >= 0]
+    assert sorted(reached.tolist()) == list(range(len(reached)))
 
 
 def test_empty_language_has_only_the_dead_state():

@@ -440,27 +440,45 @@ def canonical(delta: np.ndarray, accept: np.ndarray, block: np.ndarray, start: i
     q_delta = block[delta[rep]]
     q_accept = accept[rep]
     dead_block, start_block = int(block[DEAD]), int(block[start])
-    # Breadth-first numbering one level at a time (the same order as a FIFO queue: a level's
-    # states in number order, each one's successors in column order, first sight wins).
-    number = np.full(n_blocks, -1, dtype=np.int64)
-    number[dead_block] = 0
-    count = 1
-    frontier = np.zeros(0, dtype=np.int64)
-    if start_block != dead_block:
-        number[start_block], count = 1, 2
-        frontier = np.array([start_block], dtype=np.int64)
-    while len(frontier):
-        succ = q_delta[frontier].reshape(-1)
-        unseen = succ[number[succ] < 0]
-        _, first = np.unique(unseen, return_index=True)
-        frontier = unseen[np.sort(first)]
-        number[frontier] = np.arange(count, count + len(frontier))
-        count += len(frontier)
+    number = _bfs_numbers(q_delta, start_block, dead_block)
+    count = int((number >= 0).sum())
     old = np.argsort(np.where(number >= 0, number, n_blocks + 1))[:count]
     renumber = np.zeros(n_blocks, dtype=np.int32)
     renumber[old] = np.arange(len(old), dtype=np.int32)
     new_delta = renumber[q_delta[old]].astype(np.int32)
     return new_delta, q_accept[old], (1 if start_block != dead_block else DEAD)
+
+
+def _bfs_numbers(delta: np.ndarray, start: int, dead: int) -> np.ndarray:
+    """Each state's breadth-first number from ``start`` (``dead`` 0, -1 if unreached): a FIFO
+    queue's order, successors in column order, first sight wins. Compiled where numba is
+    installed (:func:`gramc.compiler.bfs.bfs_numbers`), else one level of numpy calls at a
+    time."""
+    try:
+        from gramc.compiler.bfs import bfs_numbers
+    except BackendUnavailableError:  # no numba: it is optional for compiling
+        return _bfs_numbers_by_level(delta, start, dead)
+    return bfs_numbers(delta, start, dead)
+
+
+def _bfs_numbers_by_level(delta: np.ndarray, start: int, dead: int) -> np.ndarray:
+    """:func:`_bfs_numbers` with numpy, a level at a time (a level's states in number order,
+    each one's successors in column order)."""
+    number = np.full(len(delta), -1, dtype=np.int64)
+    number[dead] = 0
+    count = 1
+    frontier = np.zeros(0, dtype=np.int64)
+    if start != dead:
+        number[start], count = 1, 2
+        frontier = np.array([start], dtype=np.int64)
+    while len(frontier):
+        succ = delta[frontier].reshape(-1)
+        unseen = succ[number[succ] < 0]
+        _, first = np.unique(unseen, return_index=True)
+        frontier = unseen[np.sort(first)]
+        number[frontier] = np.arange(count, count + len(frontier))
+        count += len(frontier)
+    return number
 
 
 def merge_byte_columns(delta: np.ndarray, classes: np.ndarray, n_byte_classes: int):
