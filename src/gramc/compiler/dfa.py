@@ -34,12 +34,9 @@ def byte_classes(masks: set[int]) -> np.ndarray:
     """
     if not masks:
         return np.zeros(256, dtype=np.uint8)
-    in_masks = np.packbits(mask_matrix(sorted(masks)), axis=0).T  # per byte, the masks holding it
-    _, ids = np.unique(np.ascontiguousarray(in_masks), axis=0, return_inverse=True)
-    ids = ids.reshape(-1)
-    _, first = np.unique(ids, return_index=True)
-    order = np.argsort(np.argsort(first))  # rank classes by their smallest byte
-    return order[ids].astype(np.uint8)
+    in_masks = np.packbits(mask_matrix(list(masks)), axis=0).T  # per byte, the masks holding it
+    seen: dict[bytes, int] = {}  # bytes in order: a class is numbered at its smallest byte
+    return np.array([seen.setdefault(row.tobytes(), len(seen)) for row in in_masks], dtype=np.uint8)
 
 
 #: Closures kept by target set during one subset construction (a bound on its memory).

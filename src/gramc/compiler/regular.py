@@ -96,17 +96,6 @@ def intersection_machine(a: Expr, b: Expr, limits: Limits = DEFAULT_LIMITS) -> E
     return combine(dfa_of(a, limits), dfa_of(b, limits), True, limits, as_machine=True)
 
 
-def difference_machine(a: Expr, b: Expr, limits: Limits = DEFAULT_LIMITS) -> Expr:
-    """:func:`difference` kept as an automaton (one :class:`~gramc.compiler.ir.Machine`
-    leaf): for a language used in many places whose expression has a far larger Thompson
-    NFA than its minimal DFA (an object key that is none of the declared names spells every
-    name character in each JSON escape), so that every copy costs the DFA's states and the
-    subset construction of the rule around it meets fewer, smaller state sets."""
-    if a is NOTHING:
-        return NOTHING
-    return combine(dfa_of(a, limits), dfa_of(b, limits), False, limits, as_machine=True)
-
-
 def dfa_to_machine(delta: np.ndarray, accept: np.ndarray, start: int, masks: list[int]) -> Expr:
     """A :class:`~gramc.compiler.ir.Machine` for a DFA (state 0 dead; ``masks[c]`` is the
     byte set of column ``c``)."""

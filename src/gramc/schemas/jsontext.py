@@ -95,6 +95,23 @@ def char_ir(ch: str, all_spellings: bool = True) -> Expr:
     return alt(*options)
 
 
+def char_spellings(ch: str) -> list[bytes]:
+    """The byte strings :func:`char_ir` (``all_spellings``) matches for ``ch``, not a lone
+    surrogate, with the hex digits of ``\\u`` escapes in lower case (either case is one)."""
+    code = ord(ch)
+    out = []
+    if code >= 0x20 and ch not in '"\\':
+        out.append(ch.encode("utf-8"))
+    if ch in _SHORT_ESCAPES:
+        out.append(b"\\" + _SHORT_ESCAPES[ch].encode())
+    if code < 0x10000:
+        out.append(b"\\u%04x" % code)
+    else:
+        v = code - 0x10000
+        out.append(b"\\u%04x\\u%04x" % (0xD800 + (v >> 10), 0xDC00 + (v & 0x3FF)))
+    return out
+
+
 def string_literal_ir(value: str, all_spellings: bool = False) -> Expr:
     """The JSON string literals (quotes included) whose decoded value is ``value``: the
     encoder spellings, or with ``all_spellings`` every one."""

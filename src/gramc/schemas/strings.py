@@ -31,6 +31,8 @@ from collections.abc import Iterable
 from dataclasses import replace
 from functools import lru_cache
 
+import numpy as np
+
 from gramc.compiler.frontends.regex import parse_regex, parse_regex_search
 from gramc.compiler.ir import (
     EMPTY,
@@ -48,13 +50,14 @@ from gramc.compiler.ir import (
     seq,
 )
 from gramc.compiler.passes import rewrite
-from gramc.compiler.regular import dfa_of, difference_machine, intersection, intersection_machine
+from gramc.automata.tables import DFATable
+from gramc.compiler.regular import combine, dfa_of, intersection, intersection_machine
 from gramc.compiler.unicode import ALL_CODEPOINTS, CodepointSet
 from gramc.errors import GramcError, GrammarSyntaxError, LimitExceededError
 from gramc.limits import DEFAULT_LIMITS, Limits
 from gramc.schemas.approx import InvalidKeyword, NotExpressible, TooLarge
 from gramc.schemas.formats import format_pattern, format_spec
-from gramc.schemas.jsontext import string_literal_ir
+from gramc.schemas.jsontext import char_spellings
 from gramc.schemas.lookahead import Branch, lookahead_language, split_lookaheads
 from gramc.schemas.numbers import expanded_size
 
@@ -177,7 +180,58 @@ def json_key_excluding(names: Iterable[str]) -> Expr:
 def _key_excluding(names: tuple[str, ...]) -> Expr:
     """:func:`json_key_excluding` of sorted names (an object reached through several
     ``$ref`` paths asks again for the same names)."""
-    return difference_machine(_ANY_STRING, alt(*(string_literal_ir(n, all_spellings=True) for n in names)))
+    return combine(dfa_of(_ANY_STRING), names_dfa(names), False, DEFAULT_LIMITS, as_machine=True)
+
+
+def names_dfa(names: Iterable[str]) -> DFATable:
+    """A DFA of every JSON spelling of the quoted ``names`` (none with a lone surrogate):
+    the language of ``alt(*(string_literal_ir(n, all_spellings=True) for n in names))``,
+    built directly. A state between two characters is a node of the names' trie; from it,
+    the spellings of each next character (:func:`~gramc.schemas.jsontext.char_spellings`)
+    share their leading bytes (``\\u00``) and end at the child's node. Spellings are a
+    prefix code, so this is deterministic. Through the Thompson NFA and a subset
+    construction the same DFA took 1.4 ms for seven property names."""
+    trans: list[dict[int, int]] = [{}, {}]  # 0 dead, 1 start
+    final = 2
+    trans.append({})
+    between: dict[tuple[int, str], int] = {}  # (node, next character) -> the child's node
+
+    def new_state() -> int:
+        trans.append({})
+        return len(trans) - 1
+
+    root = trans[1][0x22] = new_state()
+    for name in names:
+        node = root
+        for ch in name:
+            child = between.get((node, ch))
+            if child is None:
+                child = between[(node, ch)] = new_state()
+                for spelling in char_spellings(ch):
+                    state, hex_escape = node, spelling[:2] == b"\\u"
+                    for i, b in enumerate(spelling):
+                        last = i == len(spelling) - 1
+                        nxt = trans[state].get(b)
+                        if nxt is None:
+                            nxt = child if last else new_state()
+                            trans[state][b] = nxt
+                            if hex_escape and i % 6 >= 2 and 0x61 <= b <= 0x66:  # \uXXXX: either case
+                                trans[state][b - 0x20] = nxt
+                        state = nxt
+            node = child
+        trans[node][0x22] = final
+    delta = np.zeros((len(trans), 256), dtype=np.int32)
+    for state, row in enumerate(trans):
+        for b, t in row.items():
+            delta[state, b] = t
+    accept = np.zeros(len(trans), dtype=bool)
+    accept[final] = True
+    columns: dict[bytes, int] = {}  # identical byte columns share a class, numbered in byte order
+    byte_class = np.array([columns.setdefault(delta[:, b].tobytes(), len(columns)) for b in range(256)],
+                          dtype=np.uint8)
+    _, first = np.unique(byte_class, return_index=True)
+    return DFATable(delta=np.ascontiguousarray(delta[:, first]), byte_class=byte_class,
+                    token_ids=np.zeros(0, dtype=np.int32), accept=accept, start=1)
 
 
 # ---------------------------------------------------------------- letters
