@@ -105,7 +105,8 @@ def _mask_columns(masks: list[int], classes: np.ndarray) -> np.ndarray:
     return mask_matrix(masks)[:, first_byte]
 
 
-#: New DFA states the compiled construction finds between two checks of the limits.
+#: New DFA states the compiled construction finds between two checks of the limits (or
+#: :data:`SUBSET_CHECK_EVERY` NFA states added to its sets).
 COMPILED_CHUNK = 1024
 
 
@@ -133,7 +134,7 @@ def _subsets_compiled(subsets_cls, nfa: NFA, classes: np.ndarray, token_ids: lis
     work = subsets_cls(kind, mask, col, np.asarray(nfa.nxt, dtype=np.int64), eps_ptr, eps_idx, mask_ptr,
                        mask_cols, n_cols, nfa.start, nfa.accept)
     while True:
-        work.run(COMPILED_CHUNK)
+        work.run(COMPILED_CHUNK, SUBSET_CHECK_EVERY)
         limits.check("max_dfa_states", work.n_states, what)
         if work.memory() > TABLE_CELL_BYTES * work.n_states * n_cols:  # name the larger part first
             limits.check_memory(held + work.memory(),

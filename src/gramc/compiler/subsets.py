@@ -69,14 +69,15 @@ class Subsets:
     def finished(self) -> bool:
         return self.done == self.n_states
 
-    def run(self, chunk: int) -> None:
-        """Make the rows of the states found, until all are made or ``chunk`` new states
-        have been found (the caller then checks its limits and runs again)."""
+    def run(self, chunk: int, chunk_entries: int) -> None:
+        """Make the rows of the states found, until all are made, or ``chunk`` new states or
+        ``chunk_entries`` more NFA states in the sets have been found (the caller then
+        checks its limits and runs again)."""
         (kind, mask, col, nxt, eps_ptr, eps_idx, mask_ptr, mask_cols) = self.nfa
         out = _run(kind, mask, col, nxt, eps_ptr, eps_idx, mask_ptr, mask_cols, self.accept_state,
                    self.cl_off, self.cl_len, self.cl_pool, self.n_cl, self.cl_marks, self.scratch, self.stamp,
                    self.pool, self.set_off, self.hashes, self.slots, self.delta, self.accepting,
-                   self.n_states, self.done, self.n_states + chunk)
+                   self.n_states, self.done, self.n_states + chunk, self.entries + chunk_entries)
         (self.cl_pool, self.n_cl, self.stamp, self.pool, self.set_off, self.hashes, self.slots,
          self.delta, self.accepting, self.n_states, self.done) = out
 
@@ -209,9 +210,9 @@ def _start(kind, eps_ptr, eps_idx, accept_state, start, cl_off, cl_len, cl_pool,
 @numba.njit(cache=True, nogil=True)
 def _run(kind, mask, col, nxt, eps_ptr, eps_idx, mask_ptr, mask_cols, accept_state, cl_off, cl_len, cl_pool,
          n_cl, cl_marks, scratch, stamp, pool, set_off, hashes, slots, delta, accepting, n_states, done,
-         stop_at):  # pragma: no cover
+         stop_at, stop_entries):  # pragma: no cover
     """Make rows from state ``done`` on, until every state found has its row or
-    ``stop_at`` states are found."""
+    ``stop_at`` states, or sets of ``stop_entries`` NFA states in all, are found."""
     n_cols = delta.shape[1]
     count = np.zeros(n_cols + 1, np.int64)
     by_col = np.empty(16, np.int64)  # the set's states moving on each column, column by column
@@ -221,7 +222,7 @@ def _run(kind, mask, col, nxt, eps_ptr, eps_idx, mask_ptr, mask_cols, accept_sta
         size *= 2
     seen_cols = np.full(size, -1, np.int64)  # columns with a distinct mover list, by hash
     found = np.empty(16, np.int32)
-    while done < n_states and n_states < stop_at:
+    while done < n_states and n_states < stop_at and set_off[n_states] < stop_entries:
         d = done
         lo, hi = set_off[d], set_off[d + 1]
         # The states moving on each column, in set order (CSR by column).
