@@ -114,15 +114,22 @@ def _closure(s, kind, eps_ptr, eps_idx, cl_off, cl_len, cl_pool, n_cl, marks):  
                     marks[v] = s
                     stack.append(v)
         else:
-            if n_cl == len(cl_pool):
-                grown = np.empty(2 * len(cl_pool), np.int32)
-                grown[:n_cl] = cl_pool[:n_cl]
-                cl_pool = grown
-            cl_pool[n_cl] = u
+            cl_pool = _append(cl_pool, n_cl, u)
             n_cl += 1
     cl_off[s] = start
     cl_len[s] = n_cl - start
     return cl_pool, n_cl
+
+
+@numba.njit(cache=True, nogil=True)
+def _append(values, n, value):  # pragma: no cover
+    """``values`` (int32, its first ``n`` used) with ``value`` at ``n``, doubled if full."""
+    if n == len(values):
+        grown = np.empty(2 * len(values), np.int32)
+        grown[:n] = values[:n]
+        values = grown
+    values[n] = value
+    return values
 
 
 @numba.njit(cache=True, nogil=True)
@@ -289,11 +296,7 @@ def _run(kind, mask, col, nxt, eps_ptr, eps_idx, mask_ptr, mask_cols, accept_sta
                     u = cl_pool[k]
                     if scratch[u] != stamp:
                         scratch[u] = stamp
-                        if n_found == len(found):
-                            grown = np.empty(2 * len(found), np.int32)
-                            grown[:n_found] = found[:n_found]
-                            found = grown
-                        found[n_found] = u
+                        found = _append(found, n_found, u)
                         n_found += 1
             found[:n_found].sort()
             if n_found == 0:
