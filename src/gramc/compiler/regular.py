@@ -96,6 +96,22 @@ def intersection_machine(a: Expr, b: Expr, limits: Limits = DEFAULT_LIMITS) -> E
     return combine(dfa_of(a, limits), dfa_of(b, limits), True, limits, as_machine=True)
 
 
+def dfa_from_transitions(trans: list[dict[int, int]], accept: list[bool], start: int) -> DFATable:
+    """The :class:`DFATable` of a DFA given per state as {byte: target} (state 0 dead, with no
+    transitions), bytes whose columns are identical merged into classes numbered in byte
+    order."""
+    delta = np.zeros((len(trans), 256), dtype=np.int32)
+    for state, row in enumerate(trans):
+        for b, t in row.items():
+            delta[state, b] = t
+    columns: dict[bytes, int] = {}
+    byte_class = np.array([columns.setdefault(delta[:, b].tobytes(), len(columns)) for b in range(256)],
+                          dtype=np.uint8)
+    _, first = np.unique(byte_class, return_index=True)
+    return DFATable(delta=np.ascontiguousarray(delta[:, first]), byte_class=byte_class,
+                    token_ids=np.zeros(0, dtype=np.int32), accept=np.array(accept, dtype=bool), start=start)
+
+
 def dfa_to_machine(delta: np.ndarray, accept: np.ndarray, start: int, masks: list[int]) -> Expr:
     """A :class:`~gramc.compiler.ir.Machine` for a DFA (state 0 dead; ``masks[c]`` is the
     byte set of column ``c``)."""

@@ -31,8 +31,6 @@ from collections.abc import Iterable
 from dataclasses import replace
 from functools import lru_cache
 
-import numpy as np
-
 from gramc.compiler.frontends.regex import parse_regex, parse_regex_search
 from gramc.compiler.ir import (
     EMPTY,
@@ -50,8 +48,7 @@ from gramc.compiler.ir import (
     seq,
 )
 from gramc.compiler.passes import rewrite
-from gramc.automata.tables import DFATable
-from gramc.compiler.regular import combine, dfa_of, intersection, intersection_machine
+from gramc.compiler.regular import DFATable, combine, dfa_from_transitions, dfa_of, intersection, intersection_machine
 from gramc.compiler.unicode import ALL_CODEPOINTS, CodepointSet
 from gramc.errors import GramcError, GrammarSyntaxError, LimitExceededError
 from gramc.limits import DEFAULT_LIMITS, Limits
@@ -220,18 +217,7 @@ def names_dfa(names: Iterable[str]) -> DFATable:
                         state = nxt
             node = child
         trans[node][0x22] = final
-    delta = np.zeros((len(trans), 256), dtype=np.int32)
-    for state, row in enumerate(trans):
-        for b, t in row.items():
-            delta[state, b] = t
-    accept = np.zeros(len(trans), dtype=bool)
-    accept[final] = True
-    columns: dict[bytes, int] = {}  # identical byte columns share a class, numbered in byte order
-    byte_class = np.array([columns.setdefault(delta[:, b].tobytes(), len(columns)) for b in range(256)],
-                          dtype=np.uint8)
-    _, first = np.unique(byte_class, return_index=True)
-    return DFATable(delta=np.ascontiguousarray(delta[:, first]), byte_class=byte_class,
-                    token_ids=np.zeros(0, dtype=np.int32), accept=accept, start=1)
+    return dfa_from_transitions(trans, [state == final for state in range(len(trans))], start=1)
 
 
 # ---------------------------------------------------------------- letters
