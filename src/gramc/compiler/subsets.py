@@ -2,8 +2,9 @@
 
 :func:`gramc.compiler.dfa.subset_table` uses it where numba is installed; the Python
 construction there serves the rest. Both give the same sets, so the same minimal DFA. Here a
-set is a sorted run of int32 NFA states in one pool, found again through an open-addressing
-table of 64-bit hashes; the epsilon closure of each NFA state is made once and kept; and the
+set is a run of int32 NFA states in one pool, found again through an open-addressing table of
+order-free 64-bit hashes (a candidate is compared through the marks of the set being looked
+up: nothing is sorted); the epsilon closure of each NFA state is made once and kept; and the
 columns of one DFA state that the same NFA states move on share one target set. The work runs
 in chunks of new states, so that the caller checks its limits (states, memory, time) between
 them. This module imports numba: import it only where numba is wanted.
@@ -44,6 +45,7 @@ class Subsets:
         self.cl_len = np.zeros(n, dtype=np.int64)
         self.cl_pool = np.empty(max(16, n), dtype=np.int32)
         self.cl_marks = np.full(n, -1, dtype=np.int64)
+        self.stack = np.empty(max(1, n), dtype=np.int64)  # a closure's walk
         self.scratch = np.zeros(n, dtype=np.int64)  # stamps: one per target set built
         self.n_cl = 0
         self.pool = np.empty(1024, dtype=np.int32)
@@ -73,13 +75,31 @@ class Subsets:
         """Make the rows of the states found, until all are made, or ``chunk`` new states or
         ``chunk_entries`` more NFA states in the sets have been found (the caller then
         checks its limits and runs again)."""
+        self._reserve(chunk + self.n_cols)  # a state's row finds at most a state per column
         (kind, mask, col, nxt, eps_ptr, eps_idx, mask_ptr, mask_cols) = self.nfa
         out = _run(kind, mask, col, nxt, eps_ptr, eps_idx, mask_ptr, mask_cols, self.accept_state,
-                   self.cl_off, self.cl_len, self.cl_pool, self.n_cl, self.cl_marks, self.scratch, self.stamp,
-                   self.pool, self.set_off, self.hashes, self.slots, self.delta, self.accepting,
+                   self.cl_off, self.cl_len, self.cl_pool, self.n_cl, self.cl_marks, self.stack, self.scratch,
+                   self.stamp, self.pool, self.set_off, self.hashes, self.slots, self.delta, self.accepting,
                    self.n_states, self.done, self.n_states + chunk, self.entries + chunk_entries)
-        (self.cl_pool, self.n_cl, self.stamp, self.pool, self.set_off, self.hashes, self.slots,
-         self.delta, self.accepting, self.n_states, self.done) = out
+        self.cl_pool, self.n_cl, self.stamp, self.pool, self.n_states, self.done = out
+
+    def _reserve(self, extra: int) -> None:
+        """Room for ``extra`` more states in the per-state arrays, and a hash table at most
+        half full with them (grown here, between runs, so the kernels never grow them)."""
+        need = self.n_states + extra
+        if need > len(self.hashes):
+            cap = max(need, 2 * len(self.hashes))
+            n = self.n_states
+            self.hashes = np.concatenate([self.hashes[:n], np.zeros(cap - n, dtype=np.uint64)])
+            self.set_off = np.concatenate([self.set_off[: n + 1], np.zeros(cap - n, dtype=np.int64)])
+            self.delta = np.concatenate([self.delta[:n], np.zeros((cap - n, self.n_cols), dtype=np.int32)])
+            self.accepting = np.concatenate([self.accepting[:n], np.zeros(cap - n, dtype=np.bool_)])
+        if 2 * need > len(self.slots):
+            size = len(self.slots)
+            while size < 2 * need:
+                size *= 2
+            self.slots = np.zeros(size, dtype=np.int64)
+            _rehash(self.hashes, self.n_states, self.slots)
 
     def table(self) -> tuple[np.ndarray, np.ndarray]:
         """The rows and accepting flags of every state (once :meth:`finished`)."""
@@ -89,30 +109,33 @@ class Subsets:
 def _insert_start(s: Subsets, start: int) -> None:
     (kind, mask, col, nxt, eps_ptr, eps_idx, mask_ptr, mask_cols) = s.nfa
     out = _start(kind, eps_ptr, eps_idx, s.accept_state, start, s.cl_off, s.cl_len, s.cl_pool, s.n_cl,
-                 s.cl_marks, s.pool, s.set_off, s.hashes, s.slots, s.delta, s.accepting)
-    (s.cl_pool, s.n_cl, s.pool, s.set_off, s.hashes, s.slots, s.delta, s.accepting, s.n_states) = out
+                 s.cl_marks, s.stack, s.scratch, s.stamp, s.pool, s.set_off, s.hashes, s.slots, s.accepting)
+    s.cl_pool, s.n_cl, s.stamp, s.pool, s.n_states = out
 
 
 # The kernels below are compiled; tests reach them through Subsets (their Python lines never run).
 
 @numba.njit(cache=True, nogil=True)
-def _closure(s, kind, eps_ptr, eps_idx, cl_off, cl_len, cl_pool, n_cl, marks):  # pragma: no cover
+def _closure(s, kind, eps_ptr, eps_idx, cl_off, cl_len, cl_pool, n_cl, marks, stack):  # pragma: no cover
     """Make the epsilon closure of NFA state ``s`` (its non-split states) once; returns the
     pool (grown) and its new length. ``marks``: a walk marks the states it met with its root
-    (each root is walked once), -1 where none has."""
+    (each root is walked once), -1 where none has; ``stack``: room for every NFA state."""
     if cl_off[s] != _NO_CLOSURE:
         return cl_pool, n_cl
-    stack = [s]
+    stack[0] = s
+    top = 1
     marks[s] = s
     start = n_cl
-    while stack:
-        u = stack.pop()
+    while top:
+        top -= 1
+        u = stack[top]
         if kind[u] == 0:
             for i in range(eps_ptr[u + 1] - 1, eps_ptr[u] - 1, -1):
                 v = eps_idx[i]
                 if marks[v] != s:
                     marks[v] = s
-                    stack.append(v)
+                    stack[top] = v
+                    top += 1
         else:
             cl_pool = _append(cl_pool, n_cl, u)
             n_cl += 1
@@ -134,17 +157,22 @@ def _append(values, n, value):  # pragma: no cover
 
 @numba.njit(cache=True, nogil=True)
 def _hash(values):  # pragma: no cover
-    h = np.uint64(1469598103934665603) ^ np.uint64(len(values))
+    """A 64-bit hash of the set ``values`` whatever their order (a sum of mixed elements)."""
+    h = np.uint64(len(values))
     for v in values:
-        h = (h ^ np.uint64(v)) * np.uint64(1099511628211)
-        h ^= h >> np.uint64(29)
+        x = np.uint64(v) + np.uint64(0x9E3779B97F4A7C15)
+        x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        h += x ^ (x >> np.uint64(31))
     return h
 
 
 @numba.njit(cache=True, nogil=True)
-def _find_or_add(found, n_found, accept_state, pool, set_off, hashes, slots, delta, accepting, n_states):  # pragma: no cover
-    """The DFA state of the sorted set ``found[:n_found]``, added if new. Returns it and the
-    (possibly grown) arrays."""
+def _find_or_add(found, n_found, scratch, stamp, accept_state, pool, set_off, hashes, slots, accepting,
+                 n_states):  # pragma: no cover
+    """The DFA state of the set ``found[:n_found]`` (its states, and only they, are marked
+    ``stamp`` in ``scratch``), added if new (the caller left room for it: see
+    :meth:`Subsets._reserve`). Returns it, the pool (grown) and the number of states."""
     values = found[:n_found]
     h = _hash(values)
     mask = len(slots) - 1
@@ -153,70 +181,56 @@ def _find_or_add(found, n_found, accept_state, pool, set_off, hashes, slots, del
         d = slots[i] - 1
         if hashes[d] == h and set_off[d + 1] - set_off[d] == n_found:
             same = True
-            base = set_off[d]
-            for j in range(n_found):
-                if pool[base + j] != values[j]:
+            for j in range(set_off[d], set_off[d + 1]):
+                if scratch[pool[j]] != stamp:
                     same = False
                     break
             if same:
-                return d, pool, set_off, hashes, slots, delta, accepting, n_states
+                return d, pool, n_states
         i = (i + 1) & mask
     d = n_states
-    if d + 1 >= len(hashes):  # room for state d and the offset after it
-        cap = 2 * len(hashes)
-        grown_h = np.zeros(cap, np.uint64)
-        grown_h[:d] = hashes[:d]
-        hashes = grown_h
-        grown_o = np.zeros(cap + 1, np.int64)
-        grown_o[: d + 1] = set_off[: d + 1]
-        set_off = grown_o
-        grown_d = np.zeros((cap, delta.shape[1]), np.int32)
-        grown_d[:d] = delta[:d]
-        delta = grown_d
-        grown_a = np.zeros(cap, np.bool_)
-        grown_a[:d] = accepting[:d]
-        accepting = grown_a
     end = set_off[d] + n_found
     if end > len(pool):
-        grown_p = np.empty(max(2 * len(pool), end), np.int32)
-        grown_p[: set_off[d]] = pool[: set_off[d]]
-        pool = grown_p
+        grown = np.empty(max(2 * len(pool), end), np.int32)
+        grown[: set_off[d]] = pool[: set_off[d]]
+        pool = grown
     pool[set_off[d]:end] = values
     set_off[d + 1] = end
     hashes[d] = h
-    has_accept = False
-    for v in values:
-        if v == accept_state:
-            has_accept = True
-    accepting[d] = has_accept
-    n_states += 1
-    if 2 * n_states > len(slots):  # keep the table at most half full
-        slots = np.zeros(2 * len(slots), np.int64)
-        mask = len(slots) - 1
-        for e in range(1, n_states):  # state 0 (the empty set) is never looked up
-            j = np.int64(hashes[e] & np.uint64(mask))
-            while slots[j]:
-                j = (j + 1) & mask
-            slots[j] = e + 1
-    else:
-        slots[i] = d + 1
-    return d, pool, set_off, hashes, slots, delta, accepting, n_states
+    slots[i] = d + 1
+    accepting[d] = scratch[accept_state] == stamp
+    return d, pool, n_states + 1
 
 
 @numba.njit(cache=True, nogil=True)
-def _start(kind, eps_ptr, eps_idx, accept_state, start, cl_off, cl_len, cl_pool, n_cl, cl_marks,
-           pool, set_off, hashes, slots, delta, accepting):  # pragma: no cover
+def _rehash(hashes, n_states, slots):  # pragma: no cover
+    """Put states ``1 .. n_states - 1`` into the empty open-addressing table ``slots``
+    (state 0, the empty set, is never looked up)."""
+    mask = len(slots) - 1
+    for e in range(1, n_states):
+        j = np.int64(hashes[e] & np.uint64(mask))
+        while slots[j]:
+            j = (j + 1) & mask
+        slots[j] = e + 1
+
+
+@numba.njit(cache=True, nogil=True)
+def _start(kind, eps_ptr, eps_idx, accept_state, start, cl_off, cl_len, cl_pool, n_cl, cl_marks, stack, scratch,
+           stamp, pool, set_off, hashes, slots, accepting):  # pragma: no cover
     """Add the closure of the NFA's start as DFA state 1 (state 0 is the empty set)."""
-    cl_pool, n_cl = _closure(start, kind, eps_ptr, eps_idx, cl_off, cl_len, cl_pool, n_cl, cl_marks)
-    found = np.sort(cl_pool[cl_off[start]:cl_off[start] + cl_len[start]].copy())
-    d, pool, set_off, hashes, slots, delta, accepting, n_states = _find_or_add(
-        found, len(found), accept_state, pool, set_off, hashes, slots, delta, accepting, 1)
-    return cl_pool, n_cl, pool, set_off, hashes, slots, delta, accepting, n_states
+    cl_pool, n_cl = _closure(start, kind, eps_ptr, eps_idx, cl_off, cl_len, cl_pool, n_cl, cl_marks, stack)
+    found = cl_pool[cl_off[start]:cl_off[start] + cl_len[start]].copy()
+    stamp += 1
+    for u in found:
+        scratch[u] = stamp
+    d, pool, n_states = _find_or_add(found, len(found), scratch, stamp, accept_state, pool, set_off, hashes, slots,
+                                     accepting, 1)
+    return cl_pool, n_cl, stamp, pool, n_states
 
 
 @numba.njit(cache=True, nogil=True)
 def _run(kind, mask, col, nxt, eps_ptr, eps_idx, mask_ptr, mask_cols, accept_state, cl_off, cl_len, cl_pool,
-         n_cl, cl_marks, scratch, stamp, pool, set_off, hashes, slots, delta, accepting, n_states, done,
+         n_cl, cl_marks, stack, scratch, stamp, pool, set_off, hashes, slots, delta, accepting, n_states, done,
          stop_at, stop_entries):  # pragma: no cover
     """Make rows from state ``done`` on, until every state found has its row or
     ``stop_at`` states, or sets of ``stop_entries`` NFA states in all, are found."""
@@ -291,18 +305,17 @@ def _run(kind, mask, col, nxt, eps_ptr, eps_idx, mask_ptr, mask_cols, accept_sta
             n_found = 0
             for j in range(a, b):
                 t = nxt[by_col[j]]
-                cl_pool, n_cl = _closure(t, kind, eps_ptr, eps_idx, cl_off, cl_len, cl_pool, n_cl, cl_marks)
+                cl_pool, n_cl = _closure(t, kind, eps_ptr, eps_idx, cl_off, cl_len, cl_pool, n_cl, cl_marks, stack)
                 for k in range(cl_off[t], cl_off[t] + cl_len[t]):
                     u = cl_pool[k]
                     if scratch[u] != stamp:
                         scratch[u] = stamp
                         found = _append(found, n_found, u)
                         n_found += 1
-            found[:n_found].sort()
             if n_found == 0:
                 continue  # every mover's next state is a dead end of splits: DEAD
-            target, pool, set_off, hashes, slots, delta, accepting, n_states = _find_or_add(
-                found, n_found, accept_state, pool, set_off, hashes, slots, delta, accepting, n_states)
+            target, pool, n_states = _find_or_add(found, n_found, scratch, stamp, accept_state, pool, set_off, hashes,
+                                                  slots, accepting, n_states)
             delta[d, c] = target
         done += 1
-    return cl_pool, n_cl, stamp, pool, set_off, hashes, slots, delta, accepting, n_states, done
+    return cl_pool, n_cl, stamp, pool, n_states, done
