@@ -651,12 +651,15 @@ def test_a_compiles_meta_reads_as_the_dict_it_is_saved_as(source, fmt, tmp_path)
     expected_ir = ir_text(compile_source(source, fmt).grammar)
     for read in (lambda m: m["ir"], lambda m: m.get("ir"), lambda m: dict(m)["ir"], lambda m: {**m}["ir"],
                  lambda m: json.loads(json.dumps(m))["ir"], lambda m: pickle.loads(pickle.dumps(m))["ir"],
-                 lambda m: dict(m.items())["ir"], lambda m: m.copy()["ir"]):
+                 lambda m: dict(m.items())["ir"], lambda m: m.copy()["ir"], lambda m: (m | {})["ir"],
+                 lambda m: m.pop("ir"), lambda m: dict(zip(reversed(m), reversed(m.values())))["ir"]):
         meta = gramc.compile(source, fmt, vocab=VOCAB).meta
         assert "ir" in meta and read(meta) == expected_ir
     meta = gramc.compile(source, fmt, vocab=VOCAB).meta
     keys = sorted(meta)
     assert "ir" in keys and len(meta) == len(keys) and meta == dict(meta)
+    fresh = gramc.compile(source, fmt, vocab=VOCAB).meta
+    assert not fresh != dict(meta) and fresh == gramc.compile(source, fmt, vocab=VOCAB).meta
     art = gramc.compile(source, fmt, vocab=VOCAB)
     art.save(tmp_path / "a.gmask")
     assert gramc.load(tmp_path / "a.gmask", vocab=VOCAB).meta == dict(art.meta)

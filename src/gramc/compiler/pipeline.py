@@ -11,7 +11,7 @@ import hashlib
 import sys
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any, Callable, Iterator, Mapping
+from typing import Any, Callable, Mapping
 
 from gramc import __version__
 from gramc.automata.tables import DFATable
@@ -161,10 +161,11 @@ def _depth_as_limit():
 
 class SourceMeta(dict):
     """A compile's provenance (``artifact.meta``) whose ``"ir"`` entry, the IR text, is
-    written out on first use: reading it, iterating, saving. Formatting the IR is about a
-    tenth of a lazy compile that is never saved or inspected; until then the grammar (a
-    small DAG) is kept instead of its text. Every read goes through the methods below, so it
-    behaves as the plain dict it becomes."""
+    written out on first use: reading it, iterating, comparing, copying, saving. Formatting
+    the IR is about a tenth of a lazy compile that is never saved or inspected; until then
+    the grammar (a small DAG) is kept instead of its text. Every dict method that reads more
+    than one given key writes the text out first (:data:`_RESOLVING`), so it behaves as the
+    plain dict it becomes."""
 
     __slots__ = ("_grammar",)
 
@@ -184,40 +185,39 @@ class SourceMeta(dict):
             return dict.__getitem__(self._resolved(), key)
         raise KeyError(key)
 
-    def get(self, key: str, default: Any = None) -> Any:
-        return dict.get(self._resolved(), key, default)
-
     def __contains__(self, key: object) -> bool:
         return dict.__contains__(self, key) or (key == "ir" and self._grammar is not None)
 
-    def __iter__(self) -> Iterator[str]:
-        return dict.__iter__(self._resolved())
-
-    def __len__(self) -> int:
-        return dict.__len__(self._resolved())
-
-    def keys(self):  # type: ignore[override]
-        return dict.keys(self._resolved())
-
-    def items(self):  # type: ignore[override]
-        return dict.items(self._resolved())
-
-    def values(self):  # type: ignore[override]
-        return dict.values(self._resolved())
-
-    def copy(self) -> dict[str, Any]:  # type: ignore[override]
-        return dict(self._resolved())
-
-    def __eq__(self, other: object) -> bool:
-        return dict.__eq__(self._resolved(), other)
+    def __setitem__(self, key: str, value: Any) -> None:
+        if key == "ir":
+            self._grammar = None  # set by hand: nothing left to write out
+        dict.__setitem__(self, key, value)
 
     __hash__ = None  # type: ignore[assignment]
 
-    def __repr__(self) -> str:
-        return dict.__repr__(self._resolved())
-
     def __reduce__(self):
         return (dict, (dict(self._resolved()),))
+
+
+def _resolving(name: str) -> Callable[..., Any]:
+    """``dict.<name>`` on the written-out meta (and on the other operand, if one is a
+    :class:`SourceMeta`)."""
+    plain = getattr(dict, name)
+
+    def method(self: SourceMeta, *args: Any, **kwargs: Any) -> Any:
+        args = tuple(a._resolved() if isinstance(a, SourceMeta) else a for a in args)
+        return plain(self._resolved(), *args, **kwargs)
+
+    method.__name__ = method.__qualname__ = name
+    return method
+
+
+#: The dict methods a SourceMeta answers only once its IR text is written out.
+_RESOLVING = ("get", "keys", "items", "values", "__iter__", "__reversed__", "__len__", "__eq__", "__ne__",
+              "__repr__", "__or__", "__ror__", "__ior__", "copy", "pop", "popitem", "setdefault", "update",
+              "__delitem__")
+for _name in _RESOLVING:
+    setattr(SourceMeta, _name, _resolving(_name))
 
 
 #: Above this many nodes written out as a tree, the stored IR text names shared sub-expressions.
