@@ -88,14 +88,14 @@ def subset_table(nfa: NFA, classes: np.ndarray, token_ids: list[int], calls: lis
     return _subsets_compiled(Subsets, nfa, classes, token_ids, calls, limits, deadline, held, what)
 
 
-def _columns(nfa: NFA, classes: np.ndarray, token_ids: list[int], calls: list[int]):
-    """The table's columns: (number of byte classes, column per special token id, column per
-    call target, total columns)."""
+def _columns(classes: np.ndarray, token_ids: list[int], calls: list[int]):
+    """The table's columns: (column per special token id, column per call target, total
+    columns)."""
     n_classes = int(classes.max()) + 1
     token_col = {t: n_classes + i for i, t in enumerate(token_ids)}
     call_base = n_classes + len(token_ids)
     call_col = {c: call_base + i for i, c in enumerate(calls)}
-    return n_classes, token_col, call_col, call_base + len(calls)
+    return token_col, call_col, call_base + len(calls)
 
 
 def _mask_columns(masks: list[int], classes: np.ndarray) -> np.ndarray:
@@ -114,7 +114,7 @@ def _subsets_compiled(subsets_cls, nfa: NFA, classes: np.ndarray, token_ids: lis
                       limits: Limits, deadline: Deadline, held: int, what: str):
     """:func:`subset_table` by :class:`gramc.compiler.subsets.Subsets`, its limits checked
     every :data:`COMPILED_CHUNK` new states."""
-    _, token_col, call_col, n_cols = _columns(nfa, classes, token_ids, calls)
+    token_col, call_col, n_cols = _columns(classes, token_ids, calls)
     n = nfa.n_states
     kind = np.full(n, 3, dtype=np.int8)
     mask_ids: dict[int, int] = {}
@@ -150,7 +150,7 @@ def _subsets_compiled(subsets_cls, nfa: NFA, classes: np.ndarray, token_ids: lis
 def _subsets_in_python(nfa: NFA, classes: np.ndarray, token_ids: list[int], calls: list[int],
                        limits: Limits, deadline: Deadline, held: int = 0, what: str = "the DFA"):
     """:func:`subset_table` with frozensets (the construction without numba)."""
-    _, token_col, call_col, n_cols = _columns(nfa, classes, token_ids, calls)
+    token_col, call_col, n_cols = _columns(classes, token_ids, calls)
     # Each byte mask as the set of its class columns, bit c for column c.
     masks = sorted(set(nfa.cls) - {0})
     mask_bits = {mask: sum(1 << c for c in np.flatnonzero(row).tolist())

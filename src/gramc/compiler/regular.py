@@ -22,7 +22,7 @@ from functools import lru_cache
 import numpy as np
 
 from gramc.automata.tables import DEAD, DFATable
-from gramc.compiler.dfa import build_dfa, canonical, minimize
+from gramc.compiler.dfa import build_dfa, canonical, merge_byte_columns, minimize
 from gramc.compiler.ir import (
     EMPTY,
     NOTHING,
@@ -104,12 +104,9 @@ def dfa_from_transitions(trans: list[dict[int, int]], accept: list[bool], start:
     for state, row in enumerate(trans):
         for b, t in row.items():
             delta[state, b] = t
-    columns: dict[bytes, int] = {}
-    byte_class = np.array([columns.setdefault(delta[:, b].tobytes(), len(columns)) for b in range(256)],
-                          dtype=np.uint8)
-    _, first = np.unique(byte_class, return_index=True)
-    return DFATable(delta=np.ascontiguousarray(delta[:, first]), byte_class=byte_class,
-                    token_ids=np.zeros(0, dtype=np.int32), accept=np.array(accept, dtype=bool), start=start)
+    delta, byte_class = merge_byte_columns(delta, np.arange(256), 256)
+    return DFATable(delta=delta, byte_class=byte_class, token_ids=np.zeros(0, dtype=np.int32),
+                    accept=np.array(accept, dtype=bool), start=start)
 
 
 def dfa_to_machine(delta: np.ndarray, accept: np.ndarray, start: int, masks: list[int]) -> Expr:

@@ -34,7 +34,7 @@ from __future__ import annotations
 import json
 import re
 from bisect import bisect_left
-from collections import OrderedDict, deque
+from collections import deque
 import decimal
 from decimal import Decimal, InvalidOperation
 from typing import TYPE_CHECKING, Any, Sequence
@@ -727,7 +727,7 @@ class VocabRows:
 
 #: Vocabularies whose rows are kept (the most recently used), as many as tries.
 MAX_VOCAB_ROWS = 8
-_VOCAB_ROWS: "OrderedDict[str, VocabRows]" = OrderedDict()
+_VOCAB_ROWS = LRUCache(MAX_VOCAB_ROWS)
 
 
 def vocab_rows(vocab: "Vocab") -> VocabRows:
@@ -736,10 +736,7 @@ def vocab_rows(vocab: "Vocab") -> VocabRows:
     vocabulary shares them."""
     rows = _VOCAB_ROWS.get(vocab.fingerprint)
     if rows is None:
-        rows = _VOCAB_ROWS[vocab.fingerprint] = VocabRows(vocab.tokens, frozenset(vocab.special_ids))
-        while len(_VOCAB_ROWS) > MAX_VOCAB_ROWS:
-            _VOCAB_ROWS.popitem(last=False)
-    _VOCAB_ROWS.move_to_end(vocab.fingerprint)
+        rows = _VOCAB_ROWS.put(vocab.fingerprint, VocabRows(vocab.tokens, frozenset(vocab.special_ids)))
     return rows
 
 
