@@ -210,7 +210,7 @@ def test_older_pda_layouts_are_still_read(pda_art, old_layout):
     fingerprint); layout 10 stores fewer rows than nodes (most nodes share theirs)."""
     meta, arrays = pda_art.to_arrays()
     assert meta["artifact_version"] == 10 and len(arrays["nodes.row_complement"]) < len(arrays["nodes.row_of"])
-    assert len(arrays["configs.digest"]) > 1 and meta["pda"]["config_depth"] == 4
+    assert len(arrays["configs.digest"]) > 1 and meta["pda"]["config_depth"] == 6
     assert len(arrays["pda.call_rule"]) and arrays["pda.delta"].shape[1] == pda_art.pda.n_byte_classes + len(pda_art.pda.token_ids)
     assert not any(name.startswith("vocab.") for name in arrays)
     assert len(arrays["configs.row_word"]) and arrays["configs.row_complement"].any()

@@ -254,6 +254,71 @@ def test_stored_configurations_stop_at_the_mask_budget(name, monkeypatch):
         walk_against_oracle(art.matcher(), oracle.initial(), oracle, vocab, rng, 14, (name, walk))
 
 
+def _continuation_height(enc: list[int], i: int) -> tuple[int, int]:
+    """The height of the continuation set encoded at ``enc[i:]`` (docs/format/gmask-v1.md,
+    11.12: only the top, 0; else one more than its highest inner continuation), and where
+    its encoding ends."""
+    highest = -1
+    n, i = enc[i], i + 1
+    for _ in range(n):
+        if enc[i] == 0:  # the top
+            i += 1
+            continue
+        h, i = _continuation_height(enc, i + 1)
+        highest = max(highest, h)
+    return highest + 1, i
+
+
+def _config_height(enc: list[int]) -> int:
+    """The height of a stored configuration's deepest continuation."""
+    out, i = 0, 1
+    for _ in range(enc[0]):
+        if enc[i] == 0:
+            i += 1
+            continue
+        h, i = _continuation_height(enc, i + 1)
+        out = max(out, h)
+    return out
+
+
+def _stored_heights(configs) -> list[int]:
+    return [_config_height(configs.enc[a:b].tolist()) for a, b in zip(configs.enc_indptr[:-1], configs.enc_indptr[1:])]
+
+
+def test_stored_configurations_are_the_shallowest_first():
+    """Within its budget the exploration stores shallow stacks before deep ones: a long word
+    at the top beside a nesting reached in one byte keeps every position of the word, where
+    a breadth-first walk by bytes would spend the budget nesting."""
+    from gramc.runtime.pda_configs import StoredConfigs
+
+    word = b"abcdefghijklmnop"
+    g = Grammar({"root": alt(literal(word), seq(literal(b"("), Ref("root"), literal(b")")))}, "root")
+    table = pda_artifact(g, make_vocab()).token_table
+    full = _stored_heights(table.configs)
+    assert max(full) >= 6  # nesting is explored where the budget allows
+    budget = len(word) + 2
+    heights = _stored_heights(StoredConfigs.explore(table, max_configs=budget))
+    assert len(heights) == budget and max(heights) <= 1, heights
+
+
+def test_stored_configurations_skip_escapes_but_masks_stay_exact():
+    """The exploration does not step into a backslash escape (nor a multi-byte character):
+    no stored configuration lies inside one, and the masks there are computed, the same as
+    a lazy artifact's."""
+    vocab = make_vocab()
+    source = '{"type": "object", "properties": {"a": {"type": "array", "items": {"$ref": "#"}}, "b": {"type": "string"}}}'
+    art = gramc.compile(source, format="json_schema", vocab=vocab)
+    lazy = gramc.compile(source, format="json_schema", vocab=vocab, lazy=True)
+    table = art.token_table
+    assert table.configs is not None and len(table.configs)
+    for prefix in [b'{"b": "\\', b'{"b": "x\\u00', b'{"a": [{"b": "\\']:
+        m, ref = art.matcher(), lazy.matcher()
+        assert m.commit_bytes(prefix) and ref.commit_bytes(prefix), prefix
+        served = dict(table.served)
+        assert np.array_equal(m.mask(), ref.mask()), prefix
+        assert table.served["stored_configs"] == served["stored_configs"], prefix  # computed, not looked up
+
+
 def test_strategies_are_a_subsequence_ending_in_rows():
     table = pda_artifact(GRAMMARS["json_like"], make_vocab()).token_table
     every = ("stored_configs", "stored_rows", "walk", "rows")

@@ -5,7 +5,7 @@ decodes (which needs numba), say which extra to install; with ``gramc[numba]`` t
 give their masks too.
 
 The artifacts (a regex DFA, whose masks are stored rows; a recursive GBNF PDA, whose masks are
-stored for the configurations up to four calls deep, and walked at run time deeper; and a
+stored for the configurations up to six calls deep, and walked at run time deeper; and a
 counted repetition, which walks tokens at run time) are compiled over a tiny vocabulary in
 this process; the fresh environment must give the masks this process gives. The environment
 is built by pip from a copy of the package (pyproject.toml's base dependencies resolved from
@@ -36,7 +36,7 @@ VOCAB = [b"a", b"b", b"(", b")", b"ab", b")(", b"<eos>", b"))"]
 ARTIFACTS = {
     "dfa": ("(ab)+", "regex", [0, 1, 4, 6]),
     "pda_stored": ('root ::= "(" root ")" | "ab"', "gbnf", [2, 2, 4, 7, 6]),
-    "pda": ('root ::= "(" root ")" | "ab"', "gbnf", [2, 2, 2, 2, 2, 2, 4, 7, 7, 7, 6]),
+    "pda": ('root ::= "(" root ")" | "ab"', "gbnf", [2] * 10 + [4, 7, 7, 7, 7, 7, 6]),
     "counted": ("(ab){1,5000}", "regex", [0, 1, 4, 4, 6]),
 }
 #: The artifacts whose masks need the token walk at run time, hence numba: a PDA nested

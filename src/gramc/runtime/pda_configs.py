@@ -2,11 +2,11 @@
 
 A configuration (an Earley set's items with their continuations, :meth:`EarleyParser.key`)
 met for the first time costs a walk of the vocabulary: 20-400 µs on a large schema, and a
-document meets hundreds. A written artifact therefore explores, breadth first from the
-start and byte by byte, the configurations whose continuations are at most
-:data:`STORED_CONFIG_DEPTH` returns deep (a JSON schema's own structure: recursion deeper
-than that is left to run time), up to :data:`MAX_STORED_CONFIGS`, computes each one's mask
-with the engine itself, and stores them; a loaded artifact's engine then looks a first-seen
+document meets hundreds. A written artifact therefore explores from the start, byte by
+byte, shallowest stacks first and then breadth first, the configurations whose continuations
+are at most :data:`STORED_CONFIG_DEPTH` returns deep (a JSON schema's own structure:
+recursion deeper than that is left to run time), up to :data:`MAX_STORED_CONFIGS`, computes
+each one's mask with the engine itself, and stores them; a loaded artifact's engine then looks a first-seen
 configuration up before it walks anything (:class:`StoredConfigs`).
 
 A configuration is found by its *encoding*, a canonical sequence of ints that does not
@@ -20,9 +20,9 @@ costs a comparison.
 from __future__ import annotations
 
 import hashlib
+import heapq
 import struct
 import weakref
-from collections import deque
 from typing import TYPE_CHECKING, Iterator, Sequence, cast
 
 import numpy as np
@@ -42,9 +42,17 @@ MAX_STORED_CONFIGS = 20_000
 #: each is a packed row while the artifact is written, 16 KB at a 128k vocabulary.
 MAX_STORED_MASKS = 4096
 #: Returns deep a stored configuration's continuations go at most.
-STORED_CONFIG_DEPTH = 4
+STORED_CONFIG_DEPTH = 6
+#: Bytes the exploration does not step: a backslash (inside a JSON string, an escape: its
+#: spellings multiply the configurations of every member name, and a document's tokens
+#: seldom end inside one) and the bytes of multi-byte characters. The configurations after
+#: them are still served, by the engine at run time.
+UNEXPLORED_BYTES = frozenset([0x5C, *range(0x80, 0x100)])
 #: Ints an encoding holds at most (a configuration of more items is left to run time).
 MAX_ENCODING = 4096
+#: Configurations the exploration may have found (and hold, waiting) per one it may store:
+#: a shallow one found late still comes before the deeper ones found earlier.
+DISCOVERED_PER_STORED = 2
 #: Configurations explored between two checks of the compile's deadline.
 DEADLINE_EVERY = 64
 
@@ -71,6 +79,11 @@ class Encoder:
             return self._set(self.parser.interned(key), self.depth)
         except _TooDeep:
             return None
+
+    def height(self, key: int) -> int:
+        """How many returns deep the continuations of the configuration ``key`` go (one
+        :meth:`encode` has accepted)."""
+        return max((self._conts[e[1]][1] for e in self.parser.interned(key) if e is not TOP), default=0)
 
     def _set(self, elems, left: int) -> tuple[int, ...]:
         """A set of ``(node, continuation id)`` pairs (and TOP), its continuations at most
@@ -199,33 +212,38 @@ class StoredConfigs:
 
 
 def _explore(table: PDATokenTable, encoder: Encoder, max_configs: int) -> Iterator[tuple[tuple[int, ...], np.ndarray]]:
-    """``(encoding, mask)`` of each configuration reached, breadth first: from each, one byte
-    of every group of byte classes that lead to the same items, and every special token."""
+    """``(encoding, mask)`` of each configuration reached, shallowest stacks first (then
+    breadth first): from each, one byte of every group of byte classes that lead to the same
+    items (but :data:`UNEXPLORED_BYTES`), and every special token."""
     parser = table.parser
     member: dict[int, int] = {}
     for b, c in enumerate(table.table.byte_class.tolist()):
-        member.setdefault(c, b)
+        if b not in UNEXPLORED_BYTES:
+            member.setdefault(c, b)
     nxt = parser.byte_next
     specials = table.table.token_ids.tolist()
     seen: set[tuple[int, ...]] = set()
-    queue: deque[tuple[ChartView, tuple[int, ...]]] = deque()
+    queue: list[tuple[int, int, tuple[int, ...], ChartView]] = []  # (height, order, encoding, chart)
 
     def visit(chart: ChartView) -> None:
         key = parser.key(cast(Sequence[ChartSet], chart))  # a view reads as the sequence of its sets
         encoding = None if key is None else encoder.encode(key)
-        if encoding is not None and encoding not in seen and len(seen) < max_configs:
+        if encoding is not None and encoding not in seen and len(seen) < DISCOVERED_PER_STORED * max_configs:
             seen.add(encoding)
-            queue.append((chart, encoding))
+            heapq.heappush(queue, (encoder.height(cast(int, key)), len(seen), encoding, chart))
 
     visit(table.initial())
-    while queue:
-        chart, encoding = queue.popleft()
+    for _ in range(max_configs):
+        if not queue:
+            return
+        _, _, encoding, chart = heapq.heappop(queue)
         yield encoding, table.words(chart)
         last = chart[-1]
         groups: dict[tuple, int] = {}
         for c in sorted(parser.live_bytes(last)):
-            seeds = tuple(sorted((t, j) for n, j in last.items if (t := nxt[n][c]) != DEAD))
-            groups.setdefault(seeds, c)
+            if c in member:
+                seeds = tuple(sorted((t, j) for n, j in last.items if (t := nxt[n][c]) != DEAD))
+                groups.setdefault(seeds, c)
         steps = [parser.scan_byte(chart, member[c]) for c in groups.values()]
         steps += [parser.scan_token(cast(Sequence[ChartSet], chart), t) for t in specials]
         for s in steps:
