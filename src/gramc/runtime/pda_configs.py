@@ -43,11 +43,11 @@ MAX_STORED_CONFIGS = 20_000
 MAX_STORED_MASKS = 4096
 #: Returns deep a stored configuration's continuations go at most.
 STORED_CONFIG_DEPTH = 6
-#: Bytes the exploration does not step: a backslash (inside a JSON string, an escape: its
-#: spellings multiply the configurations of every member name, and a document's tokens
-#: seldom end inside one) and the bytes of multi-byte characters. The configurations after
-#: them are still served, by the engine at run time.
-UNEXPLORED_BYTES = frozenset([0x5C, *range(0x80, 0x100)])
+#: The byte the exploration does not step: a backslash (inside a JSON string, an escape:
+#: its spellings multiply the configurations of every member name, and a document's tokens
+#: seldom end inside one). The configurations after it are still served, by the engine at
+#: run time.
+UNEXPLORED_BYTE = 0x5C
 #: Ints an encoding holds at most (a configuration of more items is left to run time).
 MAX_ENCODING = 4096
 #: Configurations the exploration may have found (and hold, waiting) per one it may store:
@@ -214,12 +214,17 @@ class StoredConfigs:
 def _explore(table: PDATokenTable, encoder: Encoder, max_configs: int) -> Iterator[tuple[tuple[int, ...], np.ndarray]]:
     """``(encoding, mask)`` of each configuration reached, shallowest stacks first (then
     breadth first): from each, one byte of every group of byte classes that lead to the same
-    items (but :data:`UNEXPLORED_BYTES`), and every special token."""
+    items (but :data:`UNEXPLORED_BYTE`), and every special token. A multi-byte character is
+    stepped whole: the configurations inside one are passed through, not stored (a document's
+    tokens seldom end there, and in every string they would take the budget)."""
     parser = table.parser
-    member: dict[int, int] = {}
+    first: dict[int, int] = {}  # per byte class, the byte stepped for it at a character's start
+    inside: dict[int, int] = {}  # ... and inside a character (a continuation byte)
     for b, c in enumerate(table.table.byte_class.tolist()):
-        if b not in UNEXPLORED_BYTES:
-            member.setdefault(c, b)
+        if b != UNEXPLORED_BYTE:
+            first.setdefault(c, b)
+        if 0x80 <= b < 0xC0:
+            inside.setdefault(c, b)
     nxt = parser.byte_next
     specials = table.table.token_ids.tolist()
     seen: set[tuple[int, ...]] = set()
@@ -232,20 +237,41 @@ def _explore(table: PDATokenTable, encoder: Encoder, max_configs: int) -> Iterat
             seen.add(encoding)
             heapq.heappush(queue, (encoder.height(cast(int, key)), len(seen), encoding, chart))
 
-    visit(table.initial())
-    for _ in range(max_configs):
-        if not queue:
-            return
-        _, _, encoding, chart = heapq.heappop(queue)
-        yield encoding, table.words(chart)
+    def steps(chart: ChartView, member: dict[int, int]) -> Iterator[tuple[int, ChartView]]:
+        """(byte, chart after it) for one byte of each group of ``member``'s classes that
+        lead to the same items."""
         last = chart[-1]
         groups: dict[tuple, int] = {}
         for c in sorted(parser.live_bytes(last)):
             if c in member:
                 seeds = tuple(sorted((t, j) for n, j in last.items if (t := nxt[n][c]) != DEAD))
                 groups.setdefault(seeds, c)
-        steps = [parser.scan_byte(chart, member[c]) for c in groups.values()]
-        steps += [parser.scan_token(cast(Sequence[ChartSet], chart), t) for t in specials]
-        for s in steps:
+        for c in groups.values():
+            s = parser.scan_byte(chart, member[c])
+            if s is not None:
+                yield member[c], chart.extended(s)
+
+    visit(table.initial())
+    for _ in range(max_configs):
+        if not queue:
+            return
+        _, _, encoding, chart = heapq.heappop(queue)
+        yield encoding, table.words(chart)
+        # (chart, continuation bytes still to read in the character begun)
+        todo = [(after, _utf8_length(b) - 1) for b, after in steps(chart, first)][::-1]
+        while todo:  # in order, each character whole before the next
+            after, left = todo.pop()
+            if left <= 0:
+                visit(after)
+            else:
+                todo.extend([(later, left - 1) for _, later in steps(after, inside)][::-1])
+        for t in specials:
+            s = parser.scan_token(cast(Sequence[ChartSet], chart), t)
             if s is not None:
                 visit(chart.extended(s))
+
+
+def _utf8_length(lead: int) -> int:
+    """The bytes of the UTF-8 character that byte ``lead`` begins (1 for any byte that does
+    not begin a multi-byte one)."""
+    return 2 if 0xC2 <= lead < 0xE0 else 3 if 0xE0 <= lead < 0xF0 else 4 if 0xF0 <= lead < 0xF5 else 1
