@@ -6,8 +6,8 @@ document meets hundreds. A written artifact therefore explores from the start, b
 byte, shallowest stacks first and then breadth first, the configurations whose continuations
 are at most :data:`STORED_CONFIG_DEPTH` returns deep (a JSON schema's own structure:
 recursion deeper than that is left to run time), up to :data:`MAX_STORED_CONFIGS`, computes
-each one's mask with the engine itself, and stores them; a loaded artifact's engine then looks a first-seen
-configuration up before it walks anything (:class:`StoredConfigs`).
+each one's mask with the engine itself, and stores them; a loaded artifact's engine then
+looks a first-seen configuration up before it walks anything (:class:`StoredConfigs`).
 
 A configuration is found by its *encoding*, a canonical sequence of ints that does not
 depend on the process's interned ids (docs/format/gmask-v1.md, 11.12): a set is its size
@@ -35,8 +35,8 @@ from gramc.runtime.earley import TOP, ChartSet, ChartView, EarleyParser
 if TYPE_CHECKING:
     from gramc.runtime.pda_tokens import PDATokenTable
 
-#: Configurations an artifact explores and stores at most (the first ones breadth first:
-#: those a document meets first).
+#: Configurations an artifact explores and stores at most (the first ones in the order of
+#: :func:`_explore`: those a document meets first).
 MAX_STORED_CONFIGS = 20_000
 #: Distinct masks an artifact stores at most (the exploration stops at the next new one):
 #: each is a packed row while the artifact is written, 16 KB at a 128k vocabulary.
@@ -178,8 +178,8 @@ class StoredConfigs:
     @classmethod
     def explore(cls, table: PDATokenTable, max_configs: int = MAX_STORED_CONFIGS,
                 depth: int = STORED_CONFIG_DEPTH, deadline: Deadline | None = None) -> StoredConfigs:
-        """The masks of the configurations reachable from the start, breadth first, whose
-        continuations are at most ``depth`` deep, up to ``max_configs`` of them and
+        """The masks of the configurations reachable from the start (in the order of
+        :func:`_explore`) whose continuations are at most ``depth`` deep, up to ``max_configs`` of them and
         :data:`MAX_STORED_MASKS` distinct masks, computed by ``table`` (so they are its
         masks). Deterministic: the same grammar and vocabulary give the same arrays."""
         encoder = Encoder(table.parser, depth)
