@@ -288,9 +288,10 @@ def _stored_heights(configs) -> list[int]:
 
 
 def test_stored_configurations_are_the_shallowest_first():
-    """Within its budget the exploration stores shallow stacks before deep ones: a long word
-    at the top beside a nesting reached in one byte keeps every position of the word, where
-    a breadth-first walk by bytes would spend the budget nesting."""
+    """Within its budget the exploration stores shallow stacks before deep ones: beside a long
+    word at the top and a nesting reached in one byte, a budget about the word's length holds
+    nothing nested more than one call deep, where a breadth-first walk by bytes would spend
+    it nesting ever deeper."""
     from gramc.runtime.pda_configs import StoredConfigs
 
     word = b"abcdefghijklmnop"
